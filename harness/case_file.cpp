@@ -1,0 +1,98 @@
+#include "case_file.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "component.h"
+#include "errors.h"
+#include "poison.h"
+#include "tensor_json.h"
+
+namespace dsv4h {
+
+CaseFile load_case_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw BadInput(path + ": cannot open");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw BadInput(path + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw BadInput(path + ": expected a JSON object");
+  for (const auto& [key, value] : j.items())
+    if (key != "component" && key != "case" && key != "seed" && key != "note" && key != "inputs" && key != "outputs")
+      throw BadInput(path + ": unknown field \"" + key + "\" (fields: component, case, seed, note, inputs, outputs)");
+  for (const char* key : {"component", "case"})
+    if (!j.contains(key) || !j[key].is_string()) throw BadInput(path + ": field \"" + key + "\" must be a string");
+  if (j.contains("seed") && !j["seed"].is_number_unsigned())
+    throw BadInput(path + ": field \"seed\" must be a non-negative integer");
+
+  const std::string component = j["component"].get<std::string>();
+  const std::string text = j["case"].get<std::string>();
+  const uint64_t file_seed = j.value("seed", uint64_t{1});
+  Case c = [&] {
+    try {
+      return parse_case(text, file_seed);
+    } catch (const BadInput& e) {
+      throw BadInput(path + ": field \"case\": " + e.what());
+    }
+  }();
+  if (c.component() != component)
+    throw BadInput(path + ": field \"component\" is \"" + component + "\" but the case is of \"" + c.component() + "\"");
+  if (j.contains("seed") && c.seed() != file_seed)
+    throw BadInput(path + ": field \"seed\" (" + std::to_string(file_seed) + ") disagrees with the case's seed (" +
+                   std::to_string(c.seed()) + ")");
+
+  CaseFile file{path, c, std::nullopt, std::nullopt};
+  if (j.contains("inputs")) file.inputs = tensors_from_json(j["inputs"], path + ": inputs");
+  if (j.contains("outputs")) {
+    if (!j["outputs"].is_object()) throw BadInput(path + ": field \"outputs\" must be an object");
+    if (j["outputs"].contains("expected")) {
+      file.expected = tensors_from_json(j["outputs"]["expected"], path + ": outputs.expected");
+      // "nan" there marks an element that must stay unwritten: make it the poison runs compare with.
+      for (auto& [name, t] : *file.expected)
+        if (dtype_is_float(t.dtype()))
+          for (int64_t i = 0; i < t.numel(); ++i)
+            if (std::isnan(t.get(i))) t.set_bits(i, poison_bits(t.dtype(), Poison::a));
+    }
+  }
+  if (file.expected && !file.inputs) throw BadInput(path + ": outputs.expected needs the inputs it was computed from");
+  return file;
+}
+
+nlohmann::json case_document(const Case& c, const TensorMap& inputs,
+                             const std::map<std::string, TensorMap>& outputs_by_backend) {
+  nlohmann::json outputs = nlohmann::json::object();
+  for (const auto& [backend, tensors] : outputs_by_backend) outputs[backend] = tensors_to_json(tensors);
+  return {{"component", c.component()}, {"case", c.str()}, {"seed", c.seed()},
+          {"inputs", tensors_to_json(inputs)}, {"outputs", outputs}};
+}
+
+std::vector<std::string> json_files_in(const std::string& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    if (entry.is_regular_file() && entry.path().extension() == ".json") files.push_back(entry.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+void write_json_file(const std::string& path, const nlohmann::json& document) {
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::ofstream out(path);
+  out << document.dump(1) << "\n";
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+std::string fixtures_dir() {
+  if (const char* env = std::getenv("DSV4H_FIXTURES")) return env;
+  if (std::filesystem::is_directory("fixtures/filtered_silu_mul")) return "fixtures";
+  return DSV4H_SOURCE_DIR "/fixtures";
+}
+
+}  // namespace dsv4h

@@ -1,0 +1,42 @@
+// Case files: the JSON form of a case, used for golden fixtures, shrunk property counterexamples
+// (fixtures/regressions/) and `dsv4h run --case FILE / --dump`:
+//   {"component": "filtered_silu_mul", "case": "filtered_silu_mul(rows=3,...)", "seed": 7,
+//    "note": "...", "inputs": {NAME: tensor}, "outputs": {"expected"|"reference"|"gpu": {NAME: tensor}}}
+// Only component and case are required; a seed given both in "case" and "seed" must agree.
+// In outputs.expected, "nan" marks an element that must stay unwritten (fixtures hold finite
+// inputs, so no correct run produces a NaN there).
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "case_spec.h"
+#include "tensor.h"
+
+namespace dsv4h {
+
+struct CaseFile {
+  std::string path;
+  Case test_case;
+  std::optional<TensorMap> inputs;
+  std::optional<TensorMap> expected;  // outputs.expected: what a correct run must produce
+};
+
+// BadInput naming the file and the field for every problem.
+CaseFile load_case_file(const std::string& path);
+
+nlohmann::json case_document(const Case& c, const TensorMap& inputs,
+                             const std::map<std::string, TensorMap>& outputs_by_backend);
+
+// Every *.json in `dir`, sorted; an absent directory has none.
+std::vector<std::string> json_files_in(const std::string& dir);
+
+void write_json_file(const std::string& path, const nlohmann::json& document);
+
+// Where fixtures live: $DSV4H_FIXTURES, else ./fixtures if it exists, else the source tree's.
+std::string fixtures_dir();
+
+}  // namespace dsv4h

@@ -1,0 +1,144 @@
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <regex>
+
+#include "../case_file.h"
+#include "../errors.h"
+#include "../verify.h"
+#include "args.h"
+#include "commands.h"
+
+namespace dsv4h::cli {
+
+namespace {
+
+const char* kHelp = R"(usage: dsv4h verify [--component NAME] [--backend cpu|gpu|auto] [--seeds N] [--filter RE]
+                    [--max-batch N] [--no-replay] [--fixtures DIR] [--json OUT.json]
+
+Verifies every registered component (or --component NAME):
+  - golden fixtures (fixtures/NAME/*.json, outputs worked out independently of the reference):
+    the reference, and the GPU where present, against the stored outputs;
+  - on a GPU: every verify case (dsv4h list) for seeds 1..N against the reference, each run twice
+    under two poisons; the regression fixtures (fixtures/regressions/); graph capture at the
+    bucket sizes and replay at every batch size 1..max-batch.
+Without a GPU only the first runs, and verify says that the GPU checks were skipped.
+
+  --seeds N      seeds per verify case (default 3)
+  --filter RE    only cases whose canonical string matches the regular expression
+  --max-batch N  largest batch replayed (default 256)
+  --json FILE    write every result (errors against budgets, timings) as JSON
+)";
+
+struct Plan {
+  const Component* component;
+  Case c;
+  std::optional<TensorMap> inputs, expected;
+  std::string source;
+};
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+int cmd_verify(const std::vector<std::string>& argv) {
+  const Args args(argv, {"--component", "--backend", "--seeds", "--filter", "--max-batch", "--fixtures", "--json"},
+                  {"--help", "--no-replay"});
+  if (args.has("--help")) {
+    std::fputs(kHelp, stdout);
+    return kPass;
+  }
+  const long long seeds = args.integer("--seeds", 3, 1);
+  const long long max_batch = args.integer("--max-batch", 256, 1);
+  const std::string fixtures = args.get("--fixtures", fixtures_dir());
+  std::regex filter;
+  try {
+    filter = std::regex(args.get("--filter", ".*"));
+  } catch (const std::regex_error& e) {
+    throw UsageError("--filter: not a regular expression: " + std::string(e.what()));
+  }
+  std::vector<const Component*> components;
+  if (args.has("--component")) components.push_back(&registry().get(args.get("--component")));
+  else for (const Component& c : registry().all()) components.push_back(&c);
+
+  std::string note;
+  std::unique_ptr<GpuBackend> gpu = choose_backend(args.get("--backend", "auto"), note);
+
+  std::vector<Plan> plans;
+  for (const Component* component : components) {
+    for (const std::string& path : json_files_in(fixtures + "/" + component->name)) {
+      CaseFile f = load_case_file(path);
+      plans.push_back({component, f.test_case, f.inputs, f.expected, path});
+    }
+    if (!gpu) continue;
+    for (const std::string& path : json_files_in(fixtures + "/regressions")) {
+      CaseFile f = load_case_file(path);
+      if (f.test_case.component() == component->name) plans.push_back({component, f.test_case, f.inputs, f.expected, path});
+    }
+    for (const std::string& text : component->verify_cases)
+      for (long long s = 1; s <= seeds; ++s) plans.push_back({component, parse_case(text, s), {}, {}, "generated"});
+  }
+  plans.erase(std::remove_if(plans.begin(), plans.end(),
+                             [&](const Plan& p) { return !std::regex_search(p.c.str(), filter); }),
+              plans.end());
+
+  std::fprintf(stderr, "dsv4h verify: %zu cases on %s\n", plans.size(), gpu ? gpu->device_name().c_str() : "the CPU reference");
+  if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
+  nlohmann::json results = nlohmann::json::array();
+  int failed = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Plan& p = plans[i];
+    const CaseRun run = run_case(*p.component, p.c, gpu.get(), p.inputs, p.expected, p.source);
+    std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, plans.size(), run.result.report().c_str());
+    failed += !run.result.passed();
+    results.push_back(result_to_json(run.result));
+  }
+
+  nlohmann::json replays = nlohmann::json::array();
+  if (gpu && !args.has("--no-replay")) {
+    for (const Component* component : components) {
+      if (component->batch_param.empty()) continue;
+      const Case base = parse_case(component->replay_case);
+      ReplayOptions options;
+      options.max_batch = max_batch;
+      options.buckets = default_buckets(max_batch);
+      options.on_batch = [&](int64_t n) {
+        if (n % 32 == 0 || n == max_batch) std::fprintf(stderr, "graph replay %s: batch %lld/%lld\n", component->name.c_str(), (long long)n, max_batch);
+      };
+      nlohmann::json j = {{"component", component->name}, {"case", base.str()}, {"max_batch", max_batch},
+                          {"buckets", options.buckets}};
+      try {
+        const ReplayResult r = gpu->graph_replay(*component, base, options);
+        j.update({{"status", r.batches_failed ? "fail" : "pass"}, {"batches_checked", r.batches_checked},
+                  {"batches_failed", r.batches_failed}, {"budget_used", r.budget_used}, {"failures", r.failures}});
+        failed += r.batches_failed > 0;
+        std::fprintf(stderr, "graph replay %s: %lld batches, %lld failed, budget used %.3g\n", component->name.c_str(),
+                     (long long)r.batches_checked, (long long)r.batches_failed, r.budget_used);
+        for (const std::string& f : r.failures) std::fprintf(stderr, "  %s\n", f.c_str());
+      } catch (const std::exception& e) {
+        j.update({{"status", "error"}, {"message", e.what()}});
+        ++failed;
+        std::fprintf(stderr, "graph replay %s: error: %s\n", component->name.c_str(), e.what());
+      }
+      replays.push_back(j);
+    }
+  }
+
+  const size_t total = plans.size() + replays.size();
+  std::printf("dsv4h verify: %zu passed, %d failed (%s)\n", total - failed, failed,
+              gpu ? gpu->device_name().c_str() : "CPU reference only");
+  if (!gpu) std::printf("%s\n", note.empty() ? "GPU checks skipped: --backend cpu" : note.c_str());
+  if (args.has("--json"))
+    write_json_file(args.get("--json"), {{"date", now_utc()}, {"backend", gpu ? "gpu" : "cpu"},
+                                         {"device", gpu ? gpu->device_name() : "cpu"}, {"gpu_skipped", gpu ? "" : note},
+                                         {"passed", total - failed}, {"failed", failed},
+                                         {"cases", results}, {"graph_replay", replays}});
+  return failed ? kMismatch : kPass;
+}
+
+}  // namespace dsv4h::cli

@@ -1,0 +1,20 @@
+// The dsv4h commands; each takes the arguments after its name and returns the exit code.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../gpu_backend.h"
+
+namespace dsv4h::cli {
+
+int cmd_list(const std::vector<std::string>& argv);
+int cmd_verify(const std::vector<std::string>& argv);
+int cmd_run(const std::vector<std::string>& argv);
+
+// --backend cpu|gpu|auto: the GPU backend to use, or null for the reference alone. `note` says why
+// the GPU is not used when it is not. A forced gpu that cannot be opened is a UsageError.
+std::unique_ptr<GpuBackend> choose_backend(const std::string& backend, std::string& note);
+
+}  // namespace dsv4h::cli

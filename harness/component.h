@@ -1,0 +1,69 @@
+// A component's descriptor: everything the harness needs to generate, run, compare, replay and
+// benchmark it. Adding a component means writing its reference, its kernel, one descriptor and one
+// GPU binding, and listing them in components/registry.cpp and gpu/launchers.cpp.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "case_spec.h"
+#include "tensor.h"
+
+namespace dsv4h {
+
+class DeviceTensorMap;  // harness/gpu/device_tensor.h; exists only in GPU builds
+
+struct WorkCount {
+  double bytes_moved = 0;  // the least traffic one launch must cause
+  double flops = 0;
+};
+
+struct Component {
+  std::string name;
+  std::string summary;
+  std::vector<ParamSpec> params;
+  // Canonical cases (without seed) that `dsv4h verify` runs for every seed.
+  std::vector<std::string> verify_cases;
+  // The integer parameter that is the batch dimension (the first dimension of every tensor that
+  // graph replay slices), and the case graph replay starts from.
+  std::string batch_param;
+  std::string replay_case;
+
+  // Seeded inputs for a case; BadInput on impossible parameters.
+  std::function<TensorMap(const Case&)> make_inputs;
+  // BadInput naming the tensor and field when given inputs do not fit the case.
+  std::function<void(const Case&, const TensorMap&)> validate_inputs;
+  // Outputs with their shapes and dtypes; the runner poisons them before every run.
+  std::function<TensorMap(const Case&)> make_outputs;
+  // Writes what the component writes into the poisoned outputs, and nothing else.
+  std::function<void(const Case&, const TensorMap& inputs, TensorMap& outputs)> reference;
+  // Inputs of a batch of `case` rows, padded to `bucket` rows the way an engine pads a captured
+  // graph's batch; padding rows must leave every output untouched.
+  std::function<TensorMap(const Case&, const TensorMap& inputs, int64_t bucket)> pad_batch;
+  std::function<WorkCount(const Case&, const TensorMap& inputs)> work;
+  // Enqueues the kernel(s) on `stream` (a hipStream_t); empty in builds without GPU kernels.
+  std::function<void(const Case&, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream)> gpu;
+};
+
+class Registry {
+ public:
+  void add(Component component);
+  const Component& get(const std::string& name) const;  // BadInput listing the known names
+  Component& get_mutable(const std::string& name);
+  const std::vector<Component>& all() const { return components_; }
+
+ private:
+  std::vector<Component> components_;
+};
+
+// Every component of this build, with GPU launchers attached where the build has kernels.
+const Registry& registry();
+
+// Parses a case string against the registry; the seed is the string's, else `default_seed`.
+Case parse_case(const std::string& text, uint64_t default_seed = 1);
+
+// Allocated, not-yet-poisoned outputs of a case after validating its inputs.
+TensorMap checked_outputs(const Component& component, const Case& c, const TensorMap& inputs);
+
+}  // namespace dsv4h

@@ -1,0 +1,13 @@
+// The list of components and the hook that gives them GPU launchers. registry.cpp calls both;
+// gpu/launchers.cpp (GPU builds) or no_gpu.cpp (CPU build) defines the hook.
+#pragma once
+
+#include "../component.h"
+
+namespace dsv4h {
+
+Component filtered_silu_mul_component();
+
+void attach_gpu_launchers(Registry& registry);
+
+}  // namespace dsv4h

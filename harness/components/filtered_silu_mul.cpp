@@ -1,0 +1,156 @@
+// Descriptor of `filtered_silu_mul`, the expert-filtered SwiGLU activation of the fused MoE
+// (spec 8, review finding 4): inputs, validation, reference binding, graph padding, work count.
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "../../reference/filtered_silu_mul.h"
+#include "../errors.h"
+#include "../random.h"
+#include "all_components.h"
+
+namespace dsv4h {
+namespace {
+
+struct Sizes {
+  int64_t rows, inter, step, num_ids;
+  double kept, limit;
+  bool adversarial;
+};
+
+Sizes sizes_of(const Case& c) {
+  Sizes s{c.integer("rows"), c.integer("inter"), c.integer("step"), 0,
+          c.real("kept"), c.real("limit"), c.integer("adversarial") != 0};
+  const auto bad = [&](const std::string& why) { return BadInput("filtered_silu_mul: " + why + " in " + c.str()); };
+  if (s.rows < 0) throw bad("rows must be >= 0");
+  if (s.inter <= 0) throw bad("inter must be > 0");
+  if (s.step <= 0) throw bad("step (expert_step) must be > 0");
+  if (!(s.kept >= 0 && s.kept <= 1)) throw bad("kept must be in [0, 1]");
+  if (!(s.limit >= 0)) throw bad("limit (swiglu_limit) must be >= 0");
+  if (s.rows * 2 * s.inter > (int64_t{1} << 34)) throw bad("rows * 2 * inter above 2^34 elements");
+  s.num_ids = (s.rows + s.step - 1) / s.step;
+  return s;
+}
+
+TensorMap make_inputs(const Case& c) {
+  const Sizes s = sizes_of(c);
+  Rng rng(c.seed());
+  HostTensor gate_up(DType::bf16, {s.rows, 2 * s.inter});
+  // Scale 0.6 L puts about a tenth of the values beyond the clamp on either side.
+  if (s.adversarial) fill_adversarial(gate_up, rng, s.limit > 0 ? s.limit : 10.0);
+  else fill_normal(gate_up, rng, 0.0, s.limit > 0 ? 0.6 * s.limit : 6.0);
+  HostTensor expert_ids(DType::i32, {s.num_ids});
+  for (int64_t i = 0; i < s.num_ids; ++i)
+    expert_ids.data<int32_t>()[i] = rng.uniform() < s.kept ? static_cast<int32_t>(rng.integer(0, 255)) : -1;
+  return {{"gate_up", std::move(gate_up)}, {"expert_ids", std::move(expert_ids)}};
+}
+
+void require_tensor(const TensorMap& inputs, const std::string& name, DType dtype, const Shape& shape) {
+  auto it = inputs.find(name);
+  if (it == inputs.end()) throw BadInput("filtered_silu_mul: input \"" + name + "\" is missing");
+  if (it->second.dtype() != dtype || it->second.shape() != shape)
+    throw BadInput("filtered_silu_mul: input \"" + name + "\" is " + dtype_name(it->second.dtype()) +
+                   shape_string(it->second.shape()) + ", the case needs " + dtype_name(dtype) +
+                   shape_string(shape));
+}
+
+void validate_inputs(const Case& c, const TensorMap& inputs) {
+  const Sizes s = sizes_of(c);
+  require_tensor(inputs, "gate_up", DType::bf16, {s.rows, 2 * s.inter});
+  require_tensor(inputs, "expert_ids", DType::i32, {s.num_ids});
+  for (const auto& [name, t] : inputs)
+    if (name != "gate_up" && name != "expert_ids")
+      throw BadInput("filtered_silu_mul: unknown input \"" + name + "\" (inputs: gate_up, expert_ids)");
+  const int32_t* ids = inputs.at("expert_ids").data<int32_t>();
+  for (int64_t i = 0; i < s.num_ids; ++i)
+    if (ids[i] < -1)
+      throw BadInput("filtered_silu_mul: expert_ids[" + std::to_string(i) + "] = " + std::to_string(ids[i]) +
+                     ": only -1 marks a filtered row; other ids must be >= 0");
+}
+
+TensorMap make_outputs(const Case& c) {
+  const Sizes s = sizes_of(c);
+  return {{"out", HostTensor(DType::bf16, {s.rows, s.inter})}};
+}
+
+void run_reference(const Case& c, const TensorMap& inputs, TensorMap& outputs) {
+  const Sizes s = sizes_of(c);
+  const HostTensor& gate_up = inputs.at("gate_up");
+  Eigen::MatrixXd x(s.rows, 2 * s.inter);
+  for (int64_t r = 0; r < s.rows; ++r)
+    for (int64_t k = 0; k < 2 * s.inter; ++k) x(r, k) = gate_up.get(r * 2 * s.inter + k);
+  const Eigen::VectorXi ids =
+      Eigen::Map<const Eigen::VectorXi>(inputs.at("expert_ids").data<int32_t>(), s.num_ids);
+  Eigen::MatrixXd y(s.rows, s.inter);
+  const std::vector<bool> kept = reference::filtered_silu_mul(x, ids, s.step, s.limit, y);
+  HostTensor& out = outputs.at("out");
+  for (int64_t r = 0; r < s.rows; ++r)
+    if (kept[r])
+      for (int64_t k = 0; k < s.inter; ++k) out.set(r * s.inter + k, y(r, k));
+}
+
+// An engine pads a captured batch with token rows whose expert ids are -1 (mask_topk_ids), so the
+// padding rows must be skipped; their gate_up holds NaN so that a kernel reading them shows it.
+TensorMap pad_batch(const Case& c, const TensorMap& inputs, int64_t bucket) {
+  const Sizes s = sizes_of(c);
+  if (s.step != 1)
+    throw BadInput("filtered_silu_mul: graph replay pads token rows with expert id -1, which needs step = 1, got " +
+                   std::to_string(s.step));
+  if (bucket < s.rows) throw BadInput("filtered_silu_mul: bucket " + std::to_string(bucket) + " < rows");
+  HostTensor gate_up(DType::bf16, {bucket, 2 * s.inter});
+  HostTensor ids(DType::i32, {bucket});
+  const HostTensor& real_gate_up = inputs.at("gate_up");
+  std::memcpy(gate_up.bytes(), real_gate_up.bytes(), real_gate_up.nbytes());
+  for (int64_t i = real_gate_up.numel(); i < gate_up.numel(); ++i) gate_up.set(i, NAN);
+  std::memcpy(ids.bytes(), inputs.at("expert_ids").bytes(), static_cast<size_t>(s.rows) * 4);
+  for (int64_t r = s.rows; r < bucket; ++r) ids.data<int32_t>()[r] = -1;
+  return {{"gate_up", std::move(gate_up)}, {"expert_ids", std::move(ids)}};
+}
+
+WorkCount work(const Case& c, const TensorMap& inputs) {
+  const Sizes s = sizes_of(c);
+  const int32_t* ids = inputs.at("expert_ids").data<int32_t>();
+  int64_t kept_rows = 0;
+  for (int64_t r = 0; r < s.rows; ++r) kept_rows += ids[r / s.step] != -1;
+  // Reads 2 bf16 and writes 1 per kept element; ~4 flops each (negate-exp, add, divide, multiply).
+  return {static_cast<double>(kept_rows * s.inter * 6 + s.num_ids * 4),
+          static_cast<double>(kept_rows * s.inter * 4)};
+}
+
+}  // namespace
+
+Component filtered_silu_mul_component() {
+  Component c;
+  c.name = "filtered_silu_mul";
+  c.summary = "expert-filtered SwiGLU of the fused MoE: out = silu(min(g,L)) * clamp(u,-L,L), rows of expert -1 skipped";
+  c.params = {
+      {"rows", ParamKind::integer, "77", "token rows R (tokens x top-k, or expert-sorted padded rows)"},
+      {"inter", ParamKind::integer, "2048", "intermediate size I (gate_up has 2I columns)"},
+      {"kept", ParamKind::real, "0.5", "probability that an expert id is local (not -1)"},
+      {"step", ParamKind::integer, "1", "expert_step: rows per expert id (1, or BLOCK_M when sorted)"},
+      {"limit", ParamKind::real, "10", "swiglu_limit L (DeepSeek-V4: 10; 0 = no clamp)"},
+      {"adversarial", ParamKind::integer, "0", "1 = values at, around and far beyond the clamp"},
+  };
+  c.verify_cases = {
+      "filtered_silu_mul(rows=1,inter=2048,kept=1)",
+      "filtered_silu_mul(rows=6,inter=2048,kept=0.5)",
+      "filtered_silu_mul(rows=77,inter=2048,kept=0.5,adversarial=1)",
+      "filtered_silu_mul(rows=257,inter=512,kept=0.125,step=16)",
+      "filtered_silu_mul(rows=1000,inter=256,kept=0.5,step=64)",
+      "filtered_silu_mul(rows=33,inter=100,kept=0.5)",
+      "filtered_silu_mul(rows=9,inter=3,kept=1,adversarial=1)",
+      "filtered_silu_mul(rows=50,inter=64,kept=0)",
+      "filtered_silu_mul(rows=40,inter=128,kept=1,limit=0,adversarial=1)",
+  };
+  c.batch_param = "rows";
+  c.replay_case = "filtered_silu_mul(rows=1,inter=520,kept=0.75,step=1)";
+  c.make_inputs = make_inputs;
+  c.validate_inputs = validate_inputs;
+  c.make_outputs = make_outputs;
+  c.reference = run_reference;
+  c.pad_batch = pad_batch;
+  c.work = work;
+  return c;
+}
+
+}  // namespace dsv4h

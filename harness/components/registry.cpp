@@ -1,0 +1,50 @@
+#include "../component.h"
+#include "../errors.h"
+#include "all_components.h"
+
+namespace dsv4h {
+
+void Registry::add(Component component) { components_.push_back(std::move(component)); }
+
+const Component& Registry::get(const std::string& name) const {
+  for (const Component& c : components_)
+    if (c.name == name) return c;
+  std::string names;
+  for (const Component& c : components_) names += (names.empty() ? "" : ", ") + c.name;
+  throw BadInput("unknown component \"" + name + "\" (known: " + names + ")");
+}
+
+Component& Registry::get_mutable(const std::string& name) {
+  return const_cast<Component&>(static_cast<const Registry&>(*this).get(name));
+}
+
+const Registry& registry() {
+  static const Registry r = [] {
+    Registry all;
+    all.add(filtered_silu_mul_component());
+    attach_gpu_launchers(all);
+    return all;
+  }();
+  return r;
+}
+
+Case parse_case(const std::string& text, uint64_t default_seed) {
+  auto [name, values] = split_case_string(text);
+  const Component& component = registry().get(name);
+  uint64_t seed = default_seed;
+  if (auto it = values.find("seed"); it != values.end()) {
+    const std::string& s = it->second;
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
+      throw BadInput(name + ": seed must be a non-negative integer, got \"" + s + "\"");
+    seed = std::stoull(s);
+    values.erase(it);
+  }
+  return Case(name, component.params, values, seed);
+}
+
+TensorMap checked_outputs(const Component& component, const Case& c, const TensorMap& inputs) {
+  component.validate_inputs(c, inputs);
+  return component.make_outputs(c);
+}
+
+}  // namespace dsv4h

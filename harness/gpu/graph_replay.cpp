@@ -1,0 +1,132 @@
+// Capture once per bucket with fixed buffers, as an engine does; replay every batch size through
+// the smallest bucket that holds it, with fresh inputs and freshly poisoned outputs each time.
+#include "graph_replay.h"
+
+#include <algorithm>
+
+#include "../tolerance.h"
+
+namespace dsv4h {
+namespace {
+
+class CapturedBucket {
+ public:
+  CapturedBucket(const Component& component, const Case& c, hipStream_t stream)
+      : case_(c),
+        inputs_(DeviceTensorMap::upload(component.make_inputs(c))),
+        outputs_(DeviceTensorMap::like(component.make_outputs(c))) {
+    const std::string what = "graph capture of " + c.str();
+    {
+      CaptureScope scope(c.str());
+      DSV4H_HIP_CHECK(hipStreamBeginCapture(stream, hipStreamCaptureModeGlobal));
+      try {
+        component.gpu(c, inputs_, outputs_, stream);
+      } catch (const std::exception& e) {
+        abandon_capture(stream);
+        throw std::runtime_error(what + " failed: " + e.what());
+      }
+      const hipError_t status = hipStreamEndCapture(stream, &graph_);
+      if (status != hipSuccess) {
+        (void)hipGetLastError();
+        throw std::runtime_error(what + " failed at hipStreamEndCapture: " + hipGetErrorName(status) +
+                                 " (the launch sequence did something that cannot be captured: a host "
+                                 "synchronisation, a synchronous copy or an allocation)");
+      }
+    }
+    DSV4H_HIP_CHECK(hipGraphInstantiate(&exec_, graph_, nullptr, nullptr, 0));
+  }
+  ~CapturedBucket() {
+    if (exec_) (void)hipGraphExecDestroy(exec_);
+    if (graph_) (void)hipGraphDestroy(graph_);
+  }
+  CapturedBucket(const CapturedBucket&) = delete;
+  CapturedBucket& operator=(const CapturedBucket&) = delete;
+
+  TensorMap replay(const TensorMap& padded_inputs, const TensorMap& poisoned_outputs, hipStream_t stream) {
+    inputs_.upload_into(padded_inputs);
+    outputs_.upload_into(poisoned_outputs);
+    DSV4H_HIP_CHECK(hipGraphLaunch(exec_, stream));
+    DSV4H_HIP_CHECK(hipStreamSynchronize(stream));
+    return outputs_.download();
+  }
+
+  const Case& bucket_case() const { return case_; }
+
+ private:
+  static void abandon_capture(hipStream_t stream) {
+    hipGraph_t broken = nullptr;
+    (void)hipStreamEndCapture(stream, &broken);
+    if (broken) (void)hipGraphDestroy(broken);
+    (void)hipGetLastError();
+  }
+
+  Case case_;
+  DeviceTensorMap inputs_, outputs_;
+  hipGraph_t graph_ = nullptr;
+  hipGraphExec_t exec_ = nullptr;
+};
+
+// Checks one replay; returns the failures (empty when it passed) and raises `budget_used`.
+std::vector<std::string> check_replay(const Component& component, const Case& c, int64_t bucket,
+                                      const TensorMap& reference, const TensorMap& eager, const TensorMap& replayed,
+                                      double& budget_used) {
+  std::vector<std::string> failures;
+  const int64_t n = c.integer(component.batch_param);
+  const std::string where = c.str() + " replayed in bucket " + std::to_string(bucket) + ": ";
+  for (const auto& [name, got] : replayed) {
+    const HostTensor real = got.rows(0, n);
+    const OutputComparison vs_ref = compare_output(name, reference.at(name), Poison::a, real, Poison::b,
+                                                   tolerance_for(got.dtype()));
+    const OutputComparison vs_eager =
+        compare_output(name, eager.at(name), Poison::a, real, Poison::b, ToleranceClass::exact);
+    budget_used = std::max(budget_used, vs_ref.budget_used);
+    if (!vs_ref.passed()) failures.push_back(where + "replay vs reference: " + vs_ref.summary());
+    if (!vs_eager.passed()) failures.push_back(where + "replay vs eager: " + vs_eager.summary());
+    const HostTensor padding = got.rows(n, bucket);
+    int64_t written = 0;
+    for (int64_t i = 0; i < padding.numel(); ++i) written += !is_poison(padding, i, Poison::b);
+    if (written)
+      failures.push_back(where + name + ": padding rows [" + std::to_string(n) + ", " + std::to_string(bucket) +
+                         ") had " + std::to_string(written) + " elements written; padding must write nothing");
+  }
+  return failures;
+}
+
+}  // namespace
+
+ReplayResult run_graph_replay(GpuBackend& eager, hipStream_t stream, const Component& component, const Case& base,
+                              const ReplayOptions& options) {
+  if (!component.gpu) throw std::runtime_error(component.name + " has no GPU kernel in this build");
+  if (options.buckets.empty() || options.buckets.back() < options.max_batch)
+    throw std::invalid_argument("graph replay: the largest bucket must hold max_batch");
+  std::vector<std::unique_ptr<CapturedBucket>> captured;
+  for (int64_t b : options.buckets)
+    captured.push_back(std::make_unique<CapturedBucket>(
+        component, base.with(component.batch_param, std::to_string(b)), stream));
+
+  ReplayResult result;
+  constexpr size_t kFailuresKept = 5;
+  for (int64_t n = 1; n <= options.max_batch; ++n) {
+    if (options.on_batch) options.on_batch(n);
+    const auto it = std::lower_bound(options.buckets.begin(), options.buckets.end(), n);
+    CapturedBucket& bucket = *captured[static_cast<size_t>(it - options.buckets.begin())];
+    const Case c = base.with(component.batch_param, std::to_string(n)).with_seed(base.seed() + static_cast<uint64_t>(n));
+    const TensorMap inputs = component.make_inputs(c);
+    TensorMap reference = checked_outputs(component, c, inputs);
+    fill_poison(reference, Poison::a);
+    component.reference(c, inputs, reference);
+    const TensorMap eager_outputs = eager.run(component, c, inputs, Poison::a);
+    TensorMap bucket_outputs = component.make_outputs(bucket.bucket_case());
+    fill_poison(bucket_outputs, Poison::b);
+    const TensorMap replayed = bucket.replay(component.pad_batch(c, inputs, *it), bucket_outputs, stream);
+    const std::vector<std::string> failures =
+        check_replay(component, c, *it, reference, eager_outputs, replayed, result.budget_used);
+    ++result.batches_checked;
+    if (!failures.empty()) ++result.batches_failed;
+    for (const std::string& f : failures)
+      if (result.failures.size() < kFailuresKept) result.failures.push_back(f);
+  }
+  return result;
+}
+
+}  // namespace dsv4h

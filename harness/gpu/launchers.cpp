@@ -1,0 +1,11 @@
+#include "launchers.h"
+
+#include "../components/all_components.h"
+
+namespace dsv4h {
+
+void attach_gpu_launchers(Registry& registry) {
+  registry.get_mutable("filtered_silu_mul").gpu = launch_filtered_silu_mul_case;
+}
+
+}  // namespace dsv4h

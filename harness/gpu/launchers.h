@@ -1,0 +1,13 @@
+// GPU bindings of the components: unpack a case and its device tensors into a kernel's launch
+// wrapper. One function per component, in launch_<component>.cpp.
+#pragma once
+
+#include "../component.h"
+#include "device_tensor.h"
+
+namespace dsv4h {
+
+void launch_filtered_silu_mul_case(const Case& c, const DeviceTensorMap& inputs, DeviceTensorMap& outputs,
+                                   void* stream);
+
+}  // namespace dsv4h

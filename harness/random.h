@@ -1,0 +1,31 @@
+// Seeded inputs. The generator and the distributions are our own (splitmix64, Box-Muller), so a
+// seed names the same inputs on every machine and standard library.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor.h"
+
+namespace dsv4h {
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t next();
+  double uniform();                         // [0, 1)
+  double normal();                          // mean 0, standard deviation 1
+  int64_t integer(int64_t lo, int64_t hi);  // [lo, hi]
+
+ private:
+  uint64_t state_;
+};
+
+void fill_normal(HostTensor& t, Rng& rng, double mean, double stddev);
+void fill_uniform(HostTensor& t, Rng& rng, double lo, double hi);
+void fill_integers(HostTensor& t, Rng& rng, int64_t lo, int64_t hi);
+// Values that break careless kernels around a clamp `limit`: exactly +-limit, one bf16 step either
+// side of it, far beyond it (+-2 limit, +-100), large negatives where silu underflows to -0,
+// signed zeros and subnormals, mixed with normal values of scale `limit`.
+void fill_adversarial(HostTensor& t, Rng& rng, double limit);
+
+}  // namespace dsv4h

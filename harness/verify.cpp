@@ -1,0 +1,118 @@
+#include "verify.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "errors.h"
+#include "poison.h"
+
+namespace dsv4h {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void add_checks(CaseResult& r, const std::string& label, const TensorMap& expected, Poison expected_poison,
+                const TensorMap& got, Poison got_poison, bool bitwise) {
+  for (const auto& [name, e] : expected) {
+    auto it = got.find(name);
+    if (it == got.end()) throw std::logic_error(label + ": output \"" + name + "\" missing");
+    const ToleranceClass tol = bitwise ? ToleranceClass::exact : tolerance_for(e.dtype());
+    r.checks.emplace_back(label, compare_output(name, e, expected_poison, it->second, got_poison, tol));
+    if (!r.checks.back().second.passed()) r.status = CaseStatus::fail;
+  }
+}
+
+}  // namespace
+
+std::string status_name(CaseStatus status) {
+  switch (status) {
+    case CaseStatus::pass: return "pass";
+    case CaseStatus::fail: return "fail";
+    case CaseStatus::bad_input: return "bad_input";
+    case CaseStatus::error: return "error";
+  }
+  return "?";
+}
+
+CaseRun run_case(const Component& component, const Case& c, GpuBackend* gpu,
+                 const std::optional<TensorMap>& given_inputs, const std::optional<TensorMap>& expected,
+                 const std::string& source) {
+  CaseRun run;
+  CaseResult& r = run.result;
+  r.component = component.name;
+  r.case_text = c.str();
+  r.source = source;
+  r.backend = gpu ? "gpu" : "reference";
+  r.device = gpu ? gpu->device_name() : "cpu";
+  r.repro = "dsv4h run --case '" + (source == "generated" ? c.str() : source) + "'";
+  try {
+    run.inputs = given_inputs ? *given_inputs : component.make_inputs(c);
+    TensorMap reference = checked_outputs(component, c, run.inputs);
+    fill_poison(reference, Poison::a);
+    auto t0 = std::chrono::steady_clock::now();
+    component.reference(c, run.inputs, reference);
+    r.reference_ms = ms_since(t0);
+    if (expected) add_checks(r, "reference vs expected", *expected, Poison::a, reference, Poison::a, false);
+    if (gpu) {
+      t0 = std::chrono::steady_clock::now();
+      TensorMap gpu_a = gpu->run(component, c, run.inputs, Poison::a);
+      r.gpu_ms = ms_since(t0);
+      const TensorMap gpu_b = gpu->run(component, c, run.inputs, Poison::b);
+      add_checks(r, "gpu vs reference", reference, Poison::a, gpu_a, Poison::a, false);
+      add_checks(r, "gpu poison a vs b", gpu_a, Poison::a, gpu_b, Poison::b, true);
+      if (expected) add_checks(r, "gpu vs expected", *expected, Poison::a, gpu_a, Poison::a, false);
+      run.outputs["gpu"] = std::move(gpu_a);
+    }
+    run.outputs["reference"] = std::move(reference);
+  } catch (const BadInput& e) {
+    r.status = CaseStatus::bad_input;
+    r.message = e.what();
+  } catch (const std::invalid_argument& e) {  // a launch wrapper's own size checks
+    r.status = CaseStatus::bad_input;
+    r.message = e.what();
+  } catch (const std::exception& e) {
+    r.status = CaseStatus::error;
+    r.message = e.what();
+  }
+  return run;
+}
+
+std::string CaseResult::report() const {
+  std::string s = status_name(status) + "  " + case_text + (source == "generated" ? "" : "  [" + source + "]");
+  if (passed()) return s;
+  if (!message.empty()) s += "\n  " + message;
+  for (const auto& [label, cmp] : checks)
+    if (!cmp.passed()) s += "\n  " + label + ": " + cmp.summary();
+  return s + "\n  reproduce: " + repro;
+}
+
+nlohmann::json comparison_to_json(const OutputComparison& c) {
+  nlohmann::json worst = nlohmann::json::array();
+  for (const ElementMismatch& m : c.worst)
+    worst.push_back({{"index", m.index}, {"expected", m.expected}, {"got", m.got},
+                     {"error", format_value(m.error)}, {"allowed", m.allowed}});
+  return {{"output", c.output}, {"dtype", c.dtype}, {"tolerance", c.tolerance}, {"passed", c.passed()},
+          {"elements", c.elements}, {"compared", c.compared}, {"unwritten", c.unwritten},
+          {"write_mismatches", c.write_mismatches}, {"value_mismatches", c.value_mismatches},
+          {"nan_expected", c.nan_expected}, {"nan_got", c.nan_got}, {"inf_got", c.inf_got},
+          {"max_abs_error", c.max_abs_error}, {"max_rel_error", c.max_rel_error},
+          {"rel_l2_error", c.rel_l2_error}, {"cosine", c.cosine},
+          {"budget_used", std::isfinite(c.budget_used) ? nlohmann::json(c.budget_used) : nlohmann::json("inf")},
+          {"worst", worst}};
+}
+
+nlohmann::json result_to_json(const CaseResult& r) {
+  nlohmann::json checks = nlohmann::json::array();
+  for (const auto& [label, cmp] : r.checks) {
+    nlohmann::json j = comparison_to_json(cmp);
+    j["check"] = label;
+    checks.push_back(j);
+  }
+  return {{"component", r.component}, {"case", r.case_text}, {"source", r.source}, {"backend", r.backend},
+          {"device", r.device}, {"status", status_name(r.status)}, {"message", r.message},
+          {"reference_ms", r.reference_ms}, {"gpu_ms", r.gpu_ms}, {"reproduce", r.repro}, {"checks", checks}};
+}
+
+}  // namespace dsv4h

@@ -1,0 +1,8 @@
+// A kernel that does nothing: the floor against which decode-size launches are timed.
+#pragma once
+
+#include "portability.h"
+
+namespace dsv4h {
+void launch_empty_kernel(hipStream_t stream);
+}  // namespace dsv4h

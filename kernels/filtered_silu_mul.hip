@@ -1,0 +1,152 @@
+// Expert-filtered SwiGLU activation: out[r] = silu(min(g, L)) * clamp(u, -L, L), computed in fp32
+// and rounded once to bf16, for every row whose expert id is not -1 (spec 8.2).
+//
+// Mutants (spec review finding 4 and the kernel's own failure modes) are compiled in only when
+// the build defines one of DSV4H_MUTANT_{FILTER_IGNORED, CLAMP_MISSING, EXPERT_STEP_IGNORED,
+// PARTIAL_VECTOR_DROPPED, NOOP}; the suite must catch each of them.
+#include "filtered_silu_mul.h"
+
+#include <cstdint>
+#include <string>
+
+namespace dsv4h {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kVec = 8;  // bf16 values per 16-byte vector
+
+__device__ __forceinline__ float bf16_to_float(uint16_t bits) {
+  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+
+// Round to nearest even; NaN stays a quiet NaN of the same sign.
+__device__ __forceinline__ uint16_t float_to_bf16(float value) {
+  uint32_t u = __float_as_uint(value);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// Comparisons written so that a NaN input propagates, as torch's clamp does.
+__device__ __forceinline__ float swiglu(float gate, float up, float limit) {
+#if !defined(DSV4H_MUTANT_CLAMP_MISSING)
+  if (limit > 0.f) {
+    gate = gate > limit ? limit : gate;
+    up = up > limit ? limit : (up < -limit ? -limit : up);
+  }
+#endif
+  return gate / (1.f + expf(-gate)) * up;
+}
+
+__device__ __forceinline__ bool row_is_filtered(const int32_t* expert_ids, int64_t row,
+                                                int64_t expert_step) {
+#if defined(DSV4H_MUTANT_FILTER_IGNORED)
+  return false;
+#elif defined(DSV4H_MUTANT_EXPERT_STEP_IGNORED)
+  (void)expert_step;
+  return expert_ids[row] == -1;
+#else
+  return expert_ids[row / expert_step] == -1;
+#endif
+}
+
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  return static_cast<uint32_t>(float_to_bf16(lo)) | (static_cast<uint32_t>(float_to_bf16(hi)) << 16);
+}
+
+__device__ __forceinline__ float lo_half(uint32_t w) { return bf16_to_float(static_cast<uint16_t>(w)); }
+__device__ __forceinline__ float hi_half(uint32_t w) { return bf16_to_float(static_cast<uint16_t>(w >> 16)); }
+
+// Rows are independent and each one is a contiguous stream, so a block owns a row at a time and
+// its threads stride over the row's 16-byte vectors; the grid strides over rows. The expert test is
+// uniform over the block, so filtered rows cost one cached id load and no gate_up traffic.
+__global__ void __launch_bounds__(kThreads)
+    filtered_silu_mul_vec(FilteredSiluMulArgs args) {
+#if !defined(DSV4H_MUTANT_NOOP)
+  const int64_t vecs_per_row = args.inter / kVec;
+  for (int64_t row = blockIdx.x; row < args.rows; row += gridDim.x) {
+    if (row_is_filtered(args.expert_ids, row, args.expert_step)) continue;
+    const uint4* gate = reinterpret_cast<const uint4*>(args.gate_up + row * 2 * args.inter);
+    const uint4* up = gate + vecs_per_row;
+    uint4* out = reinterpret_cast<uint4*>(args.out + row * args.inter);
+    for (int64_t v = threadIdx.x; v < vecs_per_row; v += kThreads) {
+      const uint4 g = __ldg(gate + v);
+      const uint4 u = __ldg(up + v);
+      const float L = args.swiglu_limit;
+      uint4 o;
+      o.x = pack2(swiglu(lo_half(g.x), lo_half(u.x), L), swiglu(hi_half(g.x), hi_half(u.x), L));
+      o.y = pack2(swiglu(lo_half(g.y), lo_half(u.y), L), swiglu(hi_half(g.y), hi_half(u.y), L));
+      o.z = pack2(swiglu(lo_half(g.z), lo_half(u.z), L), swiglu(hi_half(g.z), hi_half(u.z), L));
+      o.w = pack2(swiglu(lo_half(g.w), lo_half(u.w), L), swiglu(hi_half(g.w), hi_half(u.w), L));
+      out[v] = o;
+    }
+  }
+#endif
+}
+
+// Any inter or alignment: element loads, in chunks of kVec so that the last chunk is the partial one.
+__global__ void __launch_bounds__(kThreads)
+    filtered_silu_mul_scalar(FilteredSiluMulArgs args) {
+#if !defined(DSV4H_MUTANT_NOOP)
+#if defined(DSV4H_MUTANT_PARTIAL_VECTOR_DROPPED)
+  const int64_t chunks_per_row = args.inter / kVec;
+#else
+  const int64_t chunks_per_row = (args.inter + kVec - 1) / kVec;
+#endif
+  for (int64_t row = blockIdx.x; row < args.rows; row += gridDim.x) {
+    if (row_is_filtered(args.expert_ids, row, args.expert_step)) continue;
+    const uint16_t* gate = args.gate_up + row * 2 * args.inter;
+    const uint16_t* up = gate + args.inter;
+    uint16_t* out = args.out + row * args.inter;
+    for (int64_t chunk = threadIdx.x; chunk < chunks_per_row; chunk += kThreads) {
+      const int64_t end = chunk * kVec + kVec < args.inter ? chunk * kVec + kVec : args.inter;
+      for (int64_t col = chunk * kVec; col < end; ++col)
+        out[col] = float_to_bf16(
+            swiglu(bf16_to_float(gate[col]), bf16_to_float(up[col]), args.swiglu_limit));
+    }
+  }
+#endif
+}
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw std::invalid_argument("filtered_silu_mul: " + message);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Enough resident blocks to keep every SM streaming; more would only add filtered-row checks.
+int grid_cap() {
+  static const int cap = [] {
+    int device = 0, sms = 0;
+    DSV4H_HIP_CHECK(hipGetDevice(&device));
+    DSV4H_HIP_CHECK(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
+    return sms * (2048 / kThreads);
+  }();
+  return cap;
+}
+
+}  // namespace
+
+int64_t filtered_silu_mul_bytes_moved(int64_t kept_rows, int64_t inter, int64_t num_expert_ids) {
+  return kept_rows * inter * 3 * 2 + num_expert_ids * 4;
+}
+
+void launch_filtered_silu_mul(const FilteredSiluMulArgs& args, hipStream_t stream) {
+  require(args.rows >= 0, "rows must be >= 0, got " + std::to_string(args.rows));
+  require(args.inter > 0, "inter must be > 0, got " + std::to_string(args.inter));
+  require(args.expert_step > 0, "expert_step must be > 0, got " + std::to_string(args.expert_step));
+  require(args.swiglu_limit >= 0.f, "swiglu_limit must be >= 0");
+  if (args.rows == 0) return;
+  require(args.gate_up && args.expert_ids && args.out, "null device pointer");
+  const unsigned blocks = static_cast<unsigned>(args.rows < grid_cap() ? args.rows : grid_cap());
+  const bool vectorizable = args.inter % kVec == 0 && aligned16(args.gate_up) && aligned16(args.out);
+  if (vectorizable) {
+    filtered_silu_mul_vec<<<blocks, kThreads, 0, stream>>>(args);
+    DSV4H_LAUNCH_CHECK("filtered_silu_mul_vec");
+  } else {
+    filtered_silu_mul_scalar<<<blocks, kThreads, 0, stream>>>(args);
+    DSV4H_LAUNCH_CHECK("filtered_silu_mul_scalar");
+  }
+}
+
+}  // namespace dsv4h

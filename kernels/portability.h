@@ -1,0 +1,107 @@
+// The one file that knows which GPU vendor the build targets.
+//
+// Kernels and the harness's GPU layer are written against HIP names. On AMD (DSV4H_GPU_AMD) they
+// are HIP itself; on NVIDIA (DSV4H_GPU_NVIDIA) each name below maps to the CUDA runtime. Debian's
+// HIP-on-NVIDIA headers do not compile against CUDA 13, hence this thin header of our own.
+// DSV4H_HIP_CHECK and DSV4H_LAUNCH_CHECK turn every failed runtime call or launch into an exception
+// that names the call, the file and the line.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#if defined(DSV4H_GPU_AMD)
+#include <hip/hip_runtime.h>
+#elif defined(DSV4H_GPU_NVIDIA)
+#include <cuda_runtime.h>
+
+using hipError_t = cudaError_t;
+using hipStream_t = cudaStream_t;
+using hipEvent_t = cudaEvent_t;
+using hipGraph_t = cudaGraph_t;
+using hipGraphExec_t = cudaGraphExec_t;
+using hipDeviceProp_t = cudaDeviceProp;
+using hipStreamCaptureStatus = cudaStreamCaptureStatus;
+
+#define hipSuccess cudaSuccess
+#define hipErrorNoDevice cudaErrorNoDevice
+#define hipErrorInsufficientDriver cudaErrorInsufficientDriver
+#define hipMemcpyHostToDevice cudaMemcpyHostToDevice
+#define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define hipStreamCaptureModeGlobal cudaStreamCaptureModeGlobal
+#define hipStreamCaptureStatusNone cudaStreamCaptureStatusNone
+
+#define hipGetErrorName cudaGetErrorName
+#define hipGetErrorString cudaGetErrorString
+#define hipGetLastError cudaGetLastError
+#define hipGetDeviceCount cudaGetDeviceCount
+#define hipGetDeviceProperties cudaGetDeviceProperties
+#define hipSetDevice cudaSetDevice
+#define hipGetDevice cudaGetDevice
+#define hipDeviceGetAttribute cudaDeviceGetAttribute
+#define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
+#define hipDeviceSynchronize cudaDeviceSynchronize
+#define hipMalloc cudaMalloc
+#define hipFree cudaFree
+#define hipMemcpy cudaMemcpy
+#define hipMemcpyAsync cudaMemcpyAsync
+#define hipMemsetAsync cudaMemsetAsync
+#define hipStreamCreate cudaStreamCreate
+#define hipStreamDestroy cudaStreamDestroy
+#define hipStreamSynchronize cudaStreamSynchronize
+#define hipStreamIsCapturing cudaStreamIsCapturing
+#define hipStreamBeginCapture cudaStreamBeginCapture
+#define hipStreamEndCapture cudaStreamEndCapture
+#define hipGraphInstantiate(exec, graph, error_node, log, log_size) cudaGraphInstantiate(exec, graph, 0)
+#define hipGraphLaunch cudaGraphLaunch
+#define hipGraphExecDestroy cudaGraphExecDestroy
+#define hipGraphDestroy cudaGraphDestroy
+#define hipEventCreate cudaEventCreate
+#define hipEventDestroy cudaEventDestroy
+#define hipEventRecord cudaEventRecord
+#define hipEventSynchronize cudaEventSynchronize
+#define hipEventElapsedTime cudaEventElapsedTime
+#else
+#error "define DSV4H_GPU_AMD or DSV4H_GPU_NVIDIA (the CMake presets hip and cuda do)"
+#endif
+
+namespace dsv4h {
+
+#if defined(DSV4H_GPU_AMD)
+inline constexpr const char* kGpuVendor = "amd";
+#else
+inline constexpr const char* kGpuVendor = "nvidia";
+#endif
+
+class GpuError : public std::runtime_error {
+ public:
+  GpuError(hipError_t code, const std::string& what) : std::runtime_error(what), code_(code) {}
+  hipError_t code() const { return code_; }
+
+ private:
+  hipError_t code_;
+};
+
+[[noreturn]] inline void throw_gpu_error(hipError_t code, const char* call, const char* file,
+                                         int line) {
+  throw GpuError(code, std::string(call) + " failed at " + file + ":" + std::to_string(line) +
+                           ": " + hipGetErrorName(code) + " (" + hipGetErrorString(code) + ")");
+}
+
+}  // namespace dsv4h
+
+#define DSV4H_HIP_CHECK(call)                                              \
+  do {                                                                     \
+    hipError_t dsv4h_status_ = (call);                                     \
+    if (dsv4h_status_ != hipSuccess)                                       \
+      ::dsv4h::throw_gpu_error(dsv4h_status_, #call, __FILE__, __LINE__);  \
+  } while (0)
+
+// After a kernel launch: a bad configuration shows up here, not at the launch expression.
+#define DSV4H_LAUNCH_CHECK(kernel_name)                                                  \
+  do {                                                                                   \
+    hipError_t dsv4h_status_ = hipGetLastError();                                        \
+    if (dsv4h_status_ != hipSuccess)                                                     \
+      ::dsv4h::throw_gpu_error(dsv4h_status_, "launch of " kernel_name, __FILE__, __LINE__); \
+  } while (0)

@@ -1,0 +1,78 @@
+// Fixtures and dumps: one schema both ways, and malformed files rejected with the file and field.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "harness/case_file.h"
+#include "harness/component.h"
+#include "harness/errors.h"
+
+namespace dsv4h {
+namespace {
+
+class CaseFileTest : public ::testing::Test {
+ protected:
+  std::string write(const std::string& text) {
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("dsv4h_case_" + std::to_string(counter_++) + "_" + std::to_string(::getpid()) + ".json")).string();
+    std::ofstream(path) << text;
+    paths_.push_back(path);
+    return path;
+  }
+  void expect_bad(const std::string& text, const std::string& mentions) {
+    const std::string path = write(text);
+    try {
+      load_case_file(path);
+      FAIL() << "accepted " << text;
+    } catch (const BadInput& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(mentions), std::string::npos) << e.what();
+    }
+  }
+  void TearDown() override {
+    for (const std::string& p : paths_) std::filesystem::remove(p);
+  }
+  int counter_ = 0;
+  std::vector<std::string> paths_;
+};
+
+const char* kCase = R"j("component": "filtered_silu_mul", "case": "filtered_silu_mul(rows=2,inter=2,step=1)")j";
+
+TEST_F(CaseFileTest, MalformedFilesNameTheField) {
+  expect_bad("{", "not valid JSON");
+  expect_bad("[]", "expected a JSON object");
+  expect_bad(R"j({"case": "filtered_silu_mul"})j", "field \"component\" must be a string");
+  expect_bad(R"j({"component": "filtered_silu_mul", "case": "filtered_silu_mul(rows=x)"})j", "\"rows\" must be a finite number");
+  expect_bad(R"j({"component": "other", "case": "filtered_silu_mul"})j", "field \"component\" is \"other\"");
+  expect_bad(std::string("{") + kCase + R"j(, "sead": 1})j", "unknown field \"sead\"");
+  expect_bad(std::string("{") + kCase + R"j(, "inputs": {"gate_up": {"dtype": "bf17", "shape": [1], "data": [1]}}})j",
+             "inputs.gate_up.dtype: unknown dtype \"bf17\"");
+  expect_bad(std::string("{") + kCase + R"j(, "inputs": {"gate_up": {"dtype": "bf16", "shape": [2, 2], "data": [1, 2, 3]}}})j",
+             "inputs.gate_up.data: 3 elements, shape [2, 2] needs 4");
+  expect_bad(std::string("{") + kCase + R"j(, "inputs": {"expert_ids": {"dtype": "i32", "shape": [1], "data": [0.5]}}})j",
+             "inputs.expert_ids.data[0]: expected an integer");
+  expect_bad(std::string("{") + kCase + R"j(, "inputs": {"expert_ids": {"dtype": "i32", "shape": [1], "data": [4294967296]}}})j",
+             "does not fit i32");
+  expect_bad(std::string("{") + kCase + R"j(, "inputs": {"x": {"dtype": "f32", "shape": [-1], "data": []}}})j",
+             "inputs.x.shape: expected non-negative integers");
+  expect_bad(std::string("{") + kCase + R"j(, "seed": 2, "case": "filtered_silu_mul(seed=3)"})j", "disagrees");
+}
+
+TEST_F(CaseFileTest, DumpLoadsBackBitForBit) {
+  const Case c = parse_case("filtered_silu_mul(rows=3,inter=5,kept=0.5,seed=11)");
+  const Component& component = registry().get("filtered_silu_mul");
+  TensorMap inputs = component.make_inputs(c);
+  inputs["gate_up"].set(0, INFINITY);
+  inputs["gate_up"].set(1, -INFINITY);
+  const std::string path = write(case_document(c, inputs, {}).dump());
+  const CaseFile f = load_case_file(path);
+  EXPECT_EQ(f.test_case.str(), c.str());
+  ASSERT_TRUE(f.inputs.has_value());
+  for (const auto& [name, t] : inputs)
+    for (int64_t i = 0; i < t.numel(); ++i) ASSERT_EQ(f.inputs->at(name).bits(i), t.bits(i)) << name << i;
+}
+
+}  // namespace
+}  // namespace dsv4h

@@ -1,0 +1,84 @@
+// The comparison must fail on every kind of wrong output: a value off by more than its budget, an
+// element written that should not be, an element never written, a NaN.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "harness/compare.h"
+
+namespace dsv4h {
+namespace {
+
+HostTensor bf16_tensor(std::vector<double> values) {
+  HostTensor t(DType::bf16, {static_cast<int64_t>(values.size())});
+  for (size_t i = 0; i < values.size(); ++i) t.set(i, values[i]);
+  return t;
+}
+
+OutputComparison compare_bf16(const HostTensor& e, const HostTensor& g) {
+  return compare_output("out", e, Poison::a, g, Poison::a, ToleranceClass::bf16_rounded_once);
+}
+
+TEST(Compare, OneUlpPassesTwoFail) {
+  const HostTensor e = bf16_tensor({1.0, 2.0, -4.0});
+  EXPECT_TRUE(compare_bf16(e, bf16_tensor({1.0 + 0x1.0p-7, 2.0, -4.0})).passed());
+  const OutputComparison c = compare_bf16(e, bf16_tensor({1.0, 2.0 + 2 * 0x1.0p-6, -4.0}));
+  EXPECT_FALSE(c.passed());
+  EXPECT_EQ(c.value_mismatches, 1);
+  ASSERT_EQ(c.worst.size(), 1u);
+  EXPECT_EQ(c.worst[0].index, "[1]");
+  EXPECT_NE(c.summary().find("[1]: 2 vs 2.03125"), std::string::npos) << c.summary();
+}
+
+TEST(Compare, ElementWrittenByOneSideOnlyFails) {
+  HostTensor e = bf16_tensor({1.0, 2.0});
+  HostTensor g = e;
+  fill_poison(e, Poison::a);
+  e.set(0, 1.0);
+  const OutputComparison c = compare_bf16(e, g);  // got wrote element 1, expected left it
+  EXPECT_EQ(c.write_mismatches, 1);
+  EXPECT_FALSE(c.passed());
+  const OutputComparison reverse = compare_bf16(g, e);  // got never wrote element 1
+  EXPECT_EQ(reverse.write_mismatches, 1);
+}
+
+TEST(Compare, BothUnwrittenIsNotAComparison) {
+  HostTensor e(DType::bf16, {4}), g(DType::bf16, {4});
+  fill_poison(e, Poison::a);
+  fill_poison(g, Poison::b);
+  const OutputComparison c = compare_output("out", e, Poison::a, g, Poison::b, ToleranceClass::exact);
+  EXPECT_TRUE(c.passed());
+  EXPECT_EQ(c.unwritten, 4);
+  EXPECT_EQ(c.compared, 0);
+}
+
+TEST(Compare, NanAgainstANumberFails) {
+  const OutputComparison c = compare_bf16(bf16_tensor({1.0}), bf16_tensor({NAN}));
+  EXPECT_FALSE(c.passed());
+  EXPECT_EQ(c.nan_got, 1);
+}
+
+TEST(Compare, IntegersAreExact) {
+  HostTensor e(DType::i32, {2, 2}), g(DType::i32, {2, 2});
+  for (int i = 0; i < 4; ++i) e.set(i, i), g.set(i, i);
+  g.set(3, 4);
+  const OutputComparison c = compare_output("idx", e, Poison::a, g, Poison::a, ToleranceClass::exact);
+  EXPECT_EQ(c.value_mismatches, 1);
+  EXPECT_EQ(c.worst.at(0).index, "[1, 1]");
+}
+
+TEST(Compare, ShapeMismatchFails) {
+  EXPECT_FALSE(compare_bf16(bf16_tensor({1.0, 2.0}), bf16_tensor({1.0})).passed());
+}
+
+TEST(Tolerance, EveryClassStatesFormulaAndReason) {
+  for (const ToleranceSpec& spec : tolerance_table()) {
+    EXPECT_FALSE(spec.formula.empty()) << spec.name;
+    EXPECT_FALSE(spec.reason.empty()) << spec.name;
+  }
+  EXPECT_EQ(tolerance_for(DType::i32), ToleranceClass::exact);
+  EXPECT_EQ(tolerance_for(DType::bf16), ToleranceClass::bf16_rounded_once);
+}
+
+}  // namespace
+}  // namespace dsv4h

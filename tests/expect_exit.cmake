@@ -1,0 +1,10 @@
+# Runs COMMAND with ARGS (separated by "|") and requires exit code EXPECTED and REGEX in its output.
+string(REPLACE "|" ";" ARGS "${ARGS}")
+execute_process(COMMAND ${COMMAND} ${ARGS} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT code STREQUAL EXPECTED)
+  message(FATAL_ERROR "exit ${code}, expected ${EXPECTED}\nstdout:\n${out}\nstderr:\n${err}")
+endif()
+if(NOT "${out}${err}" MATCHES "${REGEX}")
+  message(FATAL_ERROR "output does not match '${REGEX}'\nstdout:\n${out}\nstderr:\n${err}")
+endif()
+message("${out}${err}")
