@@ -2,9 +2,12 @@
 # kernels/portability.h switches on and the runtime library; everything GPU links it.
 # dsv4h_mark_gpu_sources(files...) makes .hip files compile as GPU code (call it in the directory
 # that adds them: source properties are per directory).
+# DSV4H_KERNELS: what a tool or CPU-side test links for the GPU layer's kernel symbols.
 if(DSV4H_GPU STREQUAL "none")
+  set(DSV4H_KERNELS "")
   return()
 endif()
+set(DSV4H_KERNELS dsv4h_kernels)
 
 add_library(dsv4h_gpu_platform INTERFACE)
 if(DSV4H_GPU STREQUAL "cuda")

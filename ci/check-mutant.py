@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Runs a test binary linked with a mutant kernel and requires the suite to catch the mutant.
+
+A mutant is caught when at least one test fails on a wrong result (not a crash). The `noop`
+mutant (a kernel that does nothing) must fail every test that ran: no test may pass with the kernel
+replaced by a no-op. Exit 0 caught, 1 survived (or crashed), 77 skipped because no GPU was found.
+Shrunk counterexamples go to $DSV4H_REGRESSION_DIR (a temporary folder unless set), never into
+fixtures/regressions/ of the source tree.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mutant", required=True)
+    parser.add_argument("--binary", required=True)
+    parser.add_argument("--json", help="write the verdict here")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ)
+        env.setdefault("DSV4H_REGRESSION_DIR", os.path.join(tmp, "regressions"))
+        gtest_json = os.path.join(tmp, "gtest.json")
+        proc = subprocess.run([args.binary, f"--gtest_output=json:{gtest_json}"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        output = proc.stdout
+        if proc.returncode < 0 or not os.path.exists(gtest_json):
+            print(output[-4000:])
+            print(f"mutant {args.mutant}: the suite crashed (exit {proc.returncode}) instead of reporting a mismatch")
+            return 1
+        with open(gtest_json) as f:
+            report = json.load(f)
+
+    tests = [(suite["name"] + "." + t["name"], t) for suite in report["testsuites"] for t in suite["testsuite"]]
+    skipped = [name for name, t in tests if t.get("result") == "SKIPPED"]
+    failed = [name for name, t in tests if t.get("failures")]
+    passed = [name for name, t in tests if name not in skipped and name not in failed]
+    if "GPU test skipped: " in output and not failed:
+        print(f"[  SKIPPED ] mutant {args.mutant}: no GPU found, the mutant was not exercised")
+        return 77
+    caught = bool(failed) and (args.mutant != "noop" or not passed)
+    verdict = {"mutant": args.mutant, "caught": caught, "tests": len(tests), "failed": len(failed),
+               "passed": len(passed), "skipped": len(skipped), "failed_tests": failed, "passed_tests": passed}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(verdict, f, indent=1)
+    print(f"mutant {args.mutant}: {len(failed)} of {len(tests)} tests failed, {len(passed)} passed, {len(skipped)} skipped")
+    for name in failed:
+        print(f"  caught by {name}")
+    if not caught:
+        why = "tests passed with a no-op kernel" if failed else "no test failed"
+        print(f"mutant {args.mutant} SURVIVED: {why}: {', '.join(passed) or '-'}")
+        return 1
+    print(f"mutant {args.mutant} is caught")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

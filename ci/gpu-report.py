@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""GPU run records for reports/gpu/.
+
+  collect --work DIR --out FILE   (on the GPU machine, by ci/gpu-suite) gathers the raw outputs of a
+                                  run: gtest JSON, dsv4h verify JSON, mutant verdicts, sanitizer
+                                  exits, Google Benchmark JSON, torch peers, device clocks.
+  merge PART.json... --out FILE   (here) joins the parts of a session's runs, adds the commit and
+                                  the date, judges the benchmark goals, and prints a table.
+"""
+import argparse
+import csv
+import datetime
+import glob
+import json
+import os
+import subprocess
+import sys
+
+SUITE_COMPONENT = {"FilteredSiluMul": "filtered_silu_mul", "GraphCaptureGuard": "harness/graph_replay",
+                   "Bf16": "harness/dtype", "Fp8E4m3": "harness/dtype", "Compare": "harness/compare",
+                   "Tolerance": "harness/tolerance", "CaseSpec": "harness/case_spec", "CaseFileTest": "harness/case_file"}
+
+
+def component_of(suite):
+    suite = suite.split("/")[-1]
+    for prefix, component in SUITE_COMPONENT.items():
+        if suite.startswith(prefix):
+            return component
+    return "unknown"
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def collect(work):
+    part = {"tests": [], "mutants": [], "sanitizer": [], "benchmarks": [], "context": {}}
+    for path in sorted(glob.glob(os.path.join(work, "gtest", "*.json"))):
+        binary = os.path.basename(path)[:-5]
+        for suite in load(path)["testsuites"]:
+            for t in suite["testsuite"]:
+                status = "skip" if t.get("result") == "SKIPPED" else ("fail" if t.get("failures") else "pass")
+                part["tests"].append({"binary": binary, "name": suite["name"] + "." + t["name"],
+                                      "component": component_of(suite["name"]), "status": status, "time": t.get("time")})
+    if os.path.exists(os.path.join(work, "verify.json")):
+        v = load(os.path.join(work, "verify.json"))
+        part["verify"] = {"device": v["device"], "passed": v["passed"], "failed": v["failed"],
+                          "cases": [{"case": c["case"], "source": c["source"], "status": c["status"],
+                                     "budget_used": max([k["budget_used"] for k in c["checks"]
+                                                         if isinstance(k["budget_used"], (int, float))] or [0])}
+                                    for c in v["cases"]],
+                          "graph_replay": v["graph_replay"]}
+    part["mutants"] = [load(p) for p in sorted(glob.glob(os.path.join(work, "mutants", "*.json")))]
+    part["sanitizer"] = [load(p) for p in sorted(glob.glob(os.path.join(work, "sanitizer", "*.json")))]
+    if os.path.exists(os.path.join(work, "bench.json")):
+        bench = load(os.path.join(work, "bench.json"))
+        part["context"]["benchmark"] = bench["context"]
+        for b in bench["benchmarks"]:
+            if b.get("aggregate_name") != "median":
+                continue
+            entry = {"name": b["run_name"], "median_us": b["real_time"], "bytes": b.get("bytes", 0),
+                     "flops": b.get("flops", 0), "GBps": b.get("GBps", 0) / 1e9 if b.get("GBps") else 0,
+                     "copy_ceiling_GBps": b.get("copy_ceiling_GBps"), "rows": b.get("rows"),
+                     "kept_rows": b.get("kept_rows"), "repetitions": b.get("repetitions")}
+            if entry["copy_ceiling_GBps"]:
+                entry["fraction_of_ceiling"] = entry["GBps"] / entry["copy_ceiling_GBps"]
+            part["benchmarks"].append(entry)
+    if os.path.exists(os.path.join(work, "torch.json")):
+        part["torch_peers"] = load(os.path.join(work, "torch.json"))
+    if os.path.exists(os.path.join(work, "device.csv")):
+        with open(os.path.join(work, "device.csv")) as f:
+            part["context"]["nvidia_smi"] = list(csv.DictReader(f, skipinitialspace=True))
+    return part
+
+
+def judge(report):
+    """The benchmark goals of issue 2, each with the numbers it was judged on."""
+    by_name = {b["name"]: b for b in report.get("benchmarks", [])}
+    goals = []
+
+    def bench(rows, permille):
+        return by_name.get(f"BM_filtered_silu_mul/rows:{rows}/kept_permille:{permille}/manual_time")
+
+    for rows, need in ((24576, 0.95), (196608, 0.95), (3072, 0.80)):
+        b = bench(rows, 1000)
+        if b and "fraction_of_ceiling" in b:
+            goals.append({"goal": f"rows={rows} all kept: >= {need:.0%} of copy bandwidth",
+                          "value": round(b["fraction_of_ceiling"], 4), "met": b["fraction_of_ceiling"] >= need})
+    for rows in (24576, 196608):
+        full = bench(rows, 1000)
+        for permille, need in ((500, 0.53), (125, 0.20)):
+            b = bench(rows, permille)
+            if full and b:
+                ratio = b["median_us"] / full["median_us"]
+                goals.append({"goal": f"rows={rows} kept {permille / 1000:g}: <= {need}x the all-kept time",
+                              "value": round(ratio, 4), "met": ratio <= need})
+    empty = by_name.get("BM_empty_kernel/manual_time")
+    decode = bench(6, 1000)
+    if empty and decode:
+        ratio = decode["median_us"] / empty["median_us"]
+        goals.append({"goal": "rows=6 all kept: <= 1.2x an empty kernel", "value": round(ratio, 4), "met": ratio <= 1.2})
+    for peer in report.get("torch_peers", {}).get("peers", []):
+        for permille in (1000, 500, 125):
+            b = bench(peer["rows"], permille)
+            if not b:
+                continue
+            for kind in ("eager", "compile"):
+                ratio = b["median_us"] / peer[f"{kind}_us"]
+                goals.append({"goal": f"rows={peer['rows']} kept {permille / 1000:g}: faster than torch {kind}",
+                              "value": round(ratio, 4), "met": ratio < 1.0})
+    return goals
+
+
+def merge(parts, out):
+    report = {"commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+              "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "tests": [], "mutants": [], "sanitizer": [], "benchmarks": [], "context": {}}
+    for path in parts:
+        part = load(path)
+        for key in ("tests", "mutants", "sanitizer", "benchmarks"):
+            report[key] += part.get(key, [])
+        report["context"].update(part.get("context", {}))
+        for key in ("verify", "torch_peers"):
+            if key in part:
+                report[key] = part[key]
+    smi = report["context"].get("nvidia_smi") or [{}]
+    report["device"] = smi[0].get("name") or report.get("verify", {}).get("device", "unknown")
+    report["goals"] = judge(report)
+    with open(out, "w") as f:
+        json.dump(report, f, indent=1)
+        f.write("\n")
+    counts = {s: sum(t["status"] == s for t in report["tests"]) for s in ("pass", "fail", "skip")}
+    print(f"{report['device']} at {report['commit'][:10]}, {report['date']}")
+    print(f"tests: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
+    for m in report["mutants"]:
+        print(f"mutant {m['mutant']:<24} {'caught' if m['caught'] else 'SURVIVED'} ({m['failed']}/{m['tests']} tests failed)")
+    for s in report["sanitizer"]:
+        print(f"compute-sanitizer {s['tool']:<9} {s['binary']:<16} exit {s['exit']}")
+    for b in report["benchmarks"]:
+        frac = b.get("fraction_of_ceiling")
+        print(f"{b['name']:<58} {b['median_us']:10.2f} us  {b['GBps']:8.1f} GB/s"
+              + (f"  {frac:6.1%} of copy" if frac is not None else ""))
+    for g in report["goals"]:
+        print(f"{'met ' if g['met'] else 'MISS'}  {g['goal']:<58} {g['value']}")
+    return 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("collect")
+    c.add_argument("--work", required=True)
+    c.add_argument("--out", required=True)
+    m = sub.add_parser("merge")
+    m.add_argument("parts", nargs="+")
+    m.add_argument("--out", required=True)
+    args = parser.parse_args()
+    if args.command == "collect":
+        with open(args.out, "w") as f:
+            json.dump(collect(args.work), f, indent=1)
+        return 0
+    return merge(args.parts, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

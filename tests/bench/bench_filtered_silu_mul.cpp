@@ -1,0 +1,200 @@
+// Benchmarks of filtered_silu_mul (Google Benchmark, manual time from GPU events).
+//
+// Shapes: R in {6, 384, 3072, 24576, 196608} token rows (tokens x top-6), I = 2048, kept fraction
+// 1, 1/2, 1/8. Each timing sample launches the kernel K times back to back over rotating row
+// ranges of a 2.4 GB pool, so that no launch finds its inputs in the 50 MB L2, and reports the mean
+// per launch; Google Benchmark's repetitions give the median. Counters: bytes moved (kept rows
+// only, plus the ids), GB/s, fraction of the device-to-device copy bandwidth measured in this
+// process (copy_ceiling_GBps), and FLOPs. The empty kernel, timed the same way, is the floor that
+// decode-size launches are compared with. Without a GPU the binary says so and exits 77 (skipped).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "harness/gpu/device_tensor.h"
+#include "harness/random.h"
+#include "kernels/empty_kernel.h"
+#include "kernels/filtered_silu_mul.h"
+
+namespace dsv4h {
+namespace {
+
+constexpr int64_t kInter = 2048;
+constexpr int64_t kPoolRows = 196608;
+constexpr double kSwigluLimit = 10.0;
+
+class GpuTimer {
+ public:
+  GpuTimer() {
+    DSV4H_HIP_CHECK(hipEventCreate(&start_));
+    DSV4H_HIP_CHECK(hipEventCreate(&stop_));
+  }
+  ~GpuTimer() {
+    (void)hipEventDestroy(start_);
+    (void)hipEventDestroy(stop_);
+  }
+  template <typename Launch>
+  double seconds(hipStream_t stream, Launch&& launch) {
+    DSV4H_HIP_CHECK(hipEventRecord(start_, stream));
+    launch();
+    DSV4H_HIP_CHECK(hipEventRecord(stop_, stream));
+    DSV4H_HIP_CHECK(hipEventSynchronize(stop_));
+    float ms = 0;
+    DSV4H_HIP_CHECK(hipEventElapsedTime(&ms, start_, stop_));
+    return ms * 1e-3;
+  }
+
+ private:
+  hipEvent_t start_, stop_;
+};
+
+// Device data shared by every benchmark: random bf16 gate_up for the largest R, its output, and
+// expert ids per kept fraction (Bernoulli, fixed seed).
+struct Pool {
+  hipStream_t stream = nullptr;
+  DeviceBuffer gate_up, out;
+  std::vector<std::pair<int, DeviceBuffer>> ids_by_kept_permille;
+  std::vector<std::pair<int, std::vector<int32_t>>> host_ids_by_kept_permille;
+  double copy_ceiling_bytes_per_s = 0;
+
+  Pool() : gate_up(kPoolRows * 2 * kInter * 2), out(kPoolRows * kInter * 2) {
+    DSV4H_HIP_CHECK(hipStreamCreate(&stream));
+    // 64 MiB of random bf16, replicated across the pool: no timing on zeros, no long host fill.
+    HostTensor block(DType::bf16, {32 << 20});
+    Rng rng(2026);
+    fill_normal(block, rng, 0.0, 6.0);
+    for (size_t off = 0; off < gate_up.bytes(); off += block.nbytes())
+      DSV4H_HIP_CHECK(hipMemcpy(static_cast<char*>(gate_up.data()) + off, block.bytes(),
+                                std::min(block.nbytes(), gate_up.bytes() - off), hipMemcpyHostToDevice));
+    for (int permille : {1000, 500, 125}) {
+      std::vector<int32_t> ids(kPoolRows);
+      for (int32_t& id : ids) id = rng.uniform() * 1000 < permille ? static_cast<int32_t>(rng.integer(0, 255)) : -1;
+      DeviceBuffer d(ids.size() * 4);
+      DSV4H_HIP_CHECK(hipMemcpy(d.data(), ids.data(), ids.size() * 4, hipMemcpyHostToDevice));
+      ids_by_kept_permille.emplace_back(permille, std::move(d));
+      host_ids_by_kept_permille.emplace_back(permille, std::move(ids));
+    }
+    copy_ceiling_bytes_per_s = measure_copy_ceiling();
+    std::printf("device-to-device copy ceiling measured here: %.1f GB/s (read + write)\n", copy_ceiling_bytes_per_s / 1e9);
+  }
+
+  // Device-to-device copy of 1 GiB, read + write bytes counted, median of 15.
+  double measure_copy_ceiling() {
+    const size_t bytes = size_t{1} << 30;
+    GpuTimer timer;
+    std::vector<double> rates;
+    for (int i = 0; i < 16; ++i) {
+      const double s = timer.seconds(stream, [&] {
+        DSV4H_HIP_CHECK(hipMemcpyAsync(out.data(), gate_up.data(), bytes / 2, hipMemcpyDeviceToDevice, stream));
+        DSV4H_HIP_CHECK(hipMemcpyAsync(static_cast<char*>(out.data()) + bytes / 2,
+                                       static_cast<char*>(gate_up.data()) + bytes, bytes / 2,
+                                       hipMemcpyDeviceToDevice, stream));
+      });
+      if (i > 0) rates.push_back(2.0 * bytes / s);  // the first one warms up
+    }
+    std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
+    return rates[rates.size() / 2];
+  }
+
+  const DeviceBuffer& ids(int permille) const {
+    for (const auto& [p, d] : ids_by_kept_permille) if (p == permille) return d;
+    throw std::logic_error("no ids for this kept fraction");
+  }
+  const std::vector<int32_t>& host_ids(int permille) const {
+    for (const auto& [p, h] : host_ids_by_kept_permille) if (p == permille) return h;
+    throw std::logic_error("no ids for this kept fraction");
+  }
+};
+
+Pool& pool() {
+  static Pool p;
+  return p;
+}
+
+// Launches per timing sample: enough back-to-back launches to cover launch latency at small R.
+int64_t launches_per_sample(int64_t bytes) { return std::clamp<int64_t>((int64_t{64} << 20) / std::max<int64_t>(bytes, 1), 1, 64); }
+
+void BM_filtered_silu_mul(benchmark::State& state) {
+  Pool& p = pool();
+  const int64_t rows = state.range(0);
+  const int permille = static_cast<int>(state.range(1));
+  const int64_t sets = std::min<int64_t>(64, kPoolRows / rows);
+  const std::vector<int32_t>& ids = p.host_ids(permille);
+  int64_t kept_rows_all_sets = 0;
+  for (int64_t r = 0; r < sets * rows; ++r) kept_rows_all_sets += ids[r] != -1;
+  const double kept_rows = static_cast<double>(kept_rows_all_sets) / sets;
+  const double bytes = kept_rows * kInter * 6 + rows * 4;
+  const int64_t k = launches_per_sample(static_cast<int64_t>(bytes));
+
+  auto launch = [&](int64_t set) {
+    FilteredSiluMulArgs args;
+    args.gate_up = static_cast<const uint16_t*>(p.gate_up.data()) + set * rows * 2 * kInter;
+    args.expert_ids = static_cast<const int32_t*>(p.ids(permille).data()) + set * rows;
+    args.out = static_cast<uint16_t*>(p.out.data()) + set * rows * kInter;
+    args.rows = rows;
+    args.inter = kInter;
+    args.expert_step = 1;
+    args.swiglu_limit = static_cast<float>(kSwigluLimit);
+    launch_filtered_silu_mul(args, p.stream);
+  };
+  GpuTimer timer;
+  int64_t next_set = 0;
+  for (int64_t i = 0; i < sets; ++i) launch(i);  // warm-up: every set once
+  for (auto _ : state) {
+    const double s = timer.seconds(p.stream, [&] {
+      for (int64_t i = 0; i < k; ++i) launch(next_set++ % sets);
+    });
+    state.SetIterationTime(s / k);
+  }
+  state.counters["rows"] = static_cast<double>(rows);
+  state.counters["kept_rows"] = kept_rows;
+  state.counters["bytes"] = bytes;
+  state.counters["flops"] = kept_rows * kInter * 4;
+  state.counters["GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["copy_ceiling_GBps"] = p.copy_ceiling_bytes_per_s * 1e-9;
+  state.counters["launches_per_sample"] = static_cast<double>(k);
+}
+
+void BM_empty_kernel(benchmark::State& state) {
+  Pool& p = pool();
+  GpuTimer timer;
+  const int64_t k = launches_per_sample(0);
+  launch_empty_kernel(p.stream);
+  for (auto _ : state) {
+    const double s = timer.seconds(p.stream, [&] {
+      for (int64_t i = 0; i < k; ++i) launch_empty_kernel(p.stream);
+    });
+    state.SetIterationTime(s / k);
+  }
+  state.counters["bytes"] = 0;
+  state.counters["launches_per_sample"] = static_cast<double>(k);
+}
+
+BENCHMARK(BM_empty_kernel)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->MinTime(0.05);
+BENCHMARK(BM_filtered_silu_mul)
+    ->ArgNames({"rows", "kept_permille"})
+    ->ArgsProduct({{6, 384, 3072, 24576, 196608}, {1000, 500, 125}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond)
+    ->Repetitions(10)
+    ->MinTime(0.05);
+
+}  // namespace
+}  // namespace dsv4h
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  if (hipGetDeviceCount(&devices) != hipSuccess || devices == 0) {
+    std::printf("[  SKIPPED ] benchmarks need a GPU; none found\n");
+    return 77;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  benchmark::AddCustomContext("copy_ceiling_GBps", std::to_string(dsv4h::pool().copy_ceiling_bytes_per_s * 1e-9));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
