@@ -29,7 +29,9 @@ __device__ __forceinline__ uint16_t float_to_bf16(float value) {
 
 // Comparisons written so that a NaN input propagates, as torch's clamp does.
 __device__ __forceinline__ float swiglu(float gate, float up, float limit) {
-#if !defined(DSV4H_MUTANT_CLAMP_MISSING)
+#if defined(DSV4H_MUTANT_CLAMP_MISSING)
+  (void)limit;
+#else
   if (limit > 0.f) {
     gate = gate > limit ? limit : gate;
     up = up > limit ? limit : (up < -limit ? -limit : up);
@@ -41,6 +43,7 @@ __device__ __forceinline__ float swiglu(float gate, float up, float limit) {
 __device__ __forceinline__ bool row_is_filtered(const int32_t* expert_ids, int64_t row,
                                                 int64_t expert_step) {
 #if defined(DSV4H_MUTANT_FILTER_IGNORED)
+  (void)expert_ids, (void)row, (void)expert_step;
   return false;
 #elif defined(DSV4H_MUTANT_EXPERT_STEP_IGNORED)
   (void)expert_step;
