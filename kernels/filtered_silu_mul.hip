@@ -27,6 +27,14 @@ __device__ __forceinline__ uint16_t float_to_bf16(float value) {
   return static_cast<uint16_t>(u >> 16);
 }
 
+// silu(g) = g * sigmoid(g) with sigmoid from exp(-|g|), which never overflows: the textbook
+// g / (1 + exp(-g)) turns exp(90) into inf and returns 0 where the exact result (e.g. -7.4e-37 for
+// g = -90) is a normal float. The suite's adversarial inputs caught that form.
+__device__ __forceinline__ float silu(float g) {
+  const float e = expf(-fabsf(g));
+  return g >= 0.f ? g / (1.f + e) : g * e / (1.f + e);
+}
+
 // Comparisons written so that a NaN input propagates, as torch's clamp does.
 __device__ __forceinline__ float swiglu(float gate, float up, float limit) {
 #if defined(DSV4H_MUTANT_CLAMP_MISSING)
@@ -37,7 +45,7 @@ __device__ __forceinline__ float swiglu(float gate, float up, float limit) {
     up = up > limit ? limit : (up < -limit ? -limit : up);
   }
 #endif
-  return gate / (1.f + expf(-gate)) * up;
+  return silu(gate) * up;
 }
 
 __device__ __forceinline__ bool row_is_filtered(const int32_t* expert_ids, int64_t row,

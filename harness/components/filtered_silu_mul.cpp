@@ -139,7 +139,7 @@ Component filtered_silu_mul_component() {
       "filtered_silu_mul(rows=1000,inter=256,kept=0.5,step=64)",
       "filtered_silu_mul(rows=33,inter=100,kept=0.5)",
       "filtered_silu_mul(rows=9,inter=3,kept=1,adversarial=1)",
-      "filtered_silu_mul(rows=50,inter=64,kept=0)",
+      "filtered_silu_mul(rows=300,inter=64,kept=0.02)",
       "filtered_silu_mul(rows=40,inter=128,kept=1,limit=0,adversarial=1)",
   };
   c.batch_param = "rows";
