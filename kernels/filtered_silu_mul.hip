@@ -13,7 +13,8 @@ namespace dsv4h {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kVec = 8;  // bf16 values per 16-byte vector
+constexpr int kVec = 8;           // bf16 values per 16-byte vector
+constexpr int kRowsPerStep = 4;   // rows a block of the vector kernel loads at once
 
 __device__ __forceinline__ float bf16_to_float(uint16_t bits) {
   return __uint_as_float(static_cast<uint32_t>(bits) << 16);
@@ -68,30 +69,45 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 __device__ __forceinline__ float lo_half(uint32_t w) { return bf16_to_float(static_cast<uint16_t>(w)); }
 __device__ __forceinline__ float hi_half(uint32_t w) { return bf16_to_float(static_cast<uint16_t>(w >> 16)); }
 
-// Rows are independent and each one is a contiguous stream, so a block owns a row at a time and
-// its threads stride over the row's 16-byte vectors; the grid strides over rows. The expert test is
-// uniform over the block, so filtered rows cost one cached id load and no gate_up traffic.
+__device__ __forceinline__ uint4 swiglu_vec(uint4 g, uint4 u, float L) {
+  uint4 o;
+  o.x = pack2(swiglu(lo_half(g.x), lo_half(u.x), L), swiglu(hi_half(g.x), hi_half(u.x), L));
+  o.y = pack2(swiglu(lo_half(g.y), lo_half(u.y), L), swiglu(hi_half(g.y), hi_half(u.y), L));
+  o.z = pack2(swiglu(lo_half(g.z), lo_half(u.z), L), swiglu(hi_half(g.z), hi_half(u.z), L));
+  o.w = pack2(swiglu(lo_half(g.w), lo_half(u.w), L), swiglu(hi_half(g.w), hi_half(u.w), L));
+  return o;
+}
+
+// Rows are independent contiguous streams. A block takes kRowsPerStep consecutive rows at a time
+// (grid-stride over such groups) and its threads stride over the rows' 16-byte vectors. The group's
+// expert ids are read first, together, and filtered rows are never loaded; the kept rows' loads
+// are all issued before any result is computed, so each thread has up to 2 * kRowsPerStep 16-byte
+// loads in flight: enough bytes in flight to stream at full bandwidth from a grid of one wave.
 __global__ void __launch_bounds__(kThreads)
     filtered_silu_mul_vec(FilteredSiluMulArgs args) {
 #if defined(DSV4H_MUTANT_NOOP)
   if (args.rows >= 0) return;
 #endif
   const int64_t vecs_per_row = args.inter / kVec;
-  for (int64_t row = blockIdx.x; row < args.rows; row += gridDim.x) {
-    if (row_is_filtered(args.expert_ids, row, args.expert_step)) continue;
-    const uint4* gate = reinterpret_cast<const uint4*>(args.gate_up + row * 2 * args.inter);
-    const uint4* up = gate + vecs_per_row;
-    uint4* out = reinterpret_cast<uint4*>(args.out + row * args.inter);
+  for (int64_t row0 = int64_t{blockIdx.x} * kRowsPerStep; row0 < args.rows;
+       row0 += int64_t{gridDim.x} * kRowsPerStep) {
+    bool kept[kRowsPerStep];
+#pragma unroll
+    for (int u = 0; u < kRowsPerStep; ++u)
+      kept[u] = row0 + u < args.rows && !row_is_filtered(args.expert_ids, row0 + u, args.expert_step);
     for (int64_t v = threadIdx.x; v < vecs_per_row; v += kThreads) {
-      const uint4 g = __ldg(gate + v);
-      const uint4 u = __ldg(up + v);
-      const float L = args.swiglu_limit;
-      uint4 o;
-      o.x = pack2(swiglu(lo_half(g.x), lo_half(u.x), L), swiglu(hi_half(g.x), hi_half(u.x), L));
-      o.y = pack2(swiglu(lo_half(g.y), lo_half(u.y), L), swiglu(hi_half(g.y), hi_half(u.y), L));
-      o.z = pack2(swiglu(lo_half(g.z), lo_half(u.z), L), swiglu(hi_half(g.z), hi_half(u.z), L));
-      o.w = pack2(swiglu(lo_half(g.w), lo_half(u.w), L), swiglu(hi_half(g.w), hi_half(u.w), L));
-      out[v] = o;
+      uint4 gate[kRowsPerStep] = {}, up[kRowsPerStep] = {};
+#pragma unroll
+      for (int u = 0; u < kRowsPerStep; ++u) {
+        if (!kept[u]) continue;
+        const uint4* row = reinterpret_cast<const uint4*>(args.gate_up + (row0 + u) * 2 * args.inter);
+        gate[u] = row[v];
+        up[u] = row[vecs_per_row + v];
+      }
+#pragma unroll
+      for (int u = 0; u < kRowsPerStep; ++u)
+        if (kept[u])
+          reinterpret_cast<uint4*>(args.out + (row0 + u) * args.inter)[v] = swiglu_vec(gate[u], up[u], args.swiglu_limit);
     }
   }
 }
@@ -127,15 +143,15 @@ void require(bool ok, const std::string& message) {
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Enough resident blocks to keep every SM streaming; more would only add filtered-row checks.
-int grid_cap() {
-  static const int cap = [] {
-    int device = 0, sms = 0;
-    DSV4H_HIP_CHECK(hipGetDevice(&device));
-    DSV4H_HIP_CHECK(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
-    return sms * (2048 / kThreads);
-  }();
-  return cap;
+// One wave: as many blocks as fit on the device at once. A grid-stride loop over a larger grid
+// would run its last blocks in a second, mostly idle wave.
+template <typename Kernel>
+int64_t resident_blocks(Kernel kernel) {
+  int device = 0, sms = 0, per_sm = 0;
+  DSV4H_HIP_CHECK(hipGetDevice(&device));
+  DSV4H_HIP_CHECK(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
+  DSV4H_HIP_CHECK(hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+  return int64_t{sms} * per_sm;
 }
 
 }  // namespace
@@ -151,13 +167,15 @@ void launch_filtered_silu_mul(const FilteredSiluMulArgs& args, hipStream_t strea
   require(args.swiglu_limit >= 0.f, "swiglu_limit must be >= 0");
   if (args.rows == 0) return;
   require(args.gate_up && args.expert_ids && args.out, "null device pointer");
-  const unsigned blocks = static_cast<unsigned>(args.rows < grid_cap() ? args.rows : grid_cap());
   const bool vectorizable = args.inter % kVec == 0 && aligned16(args.gate_up) && aligned16(args.out);
   if (vectorizable) {
-    filtered_silu_mul_vec<<<blocks, kThreads, 0, stream>>>(args);
+    static const int64_t wave = resident_blocks(filtered_silu_mul_vec);
+    const int64_t groups = (args.rows + kRowsPerStep - 1) / kRowsPerStep;
+    filtered_silu_mul_vec<<<static_cast<unsigned>(groups < wave ? groups : wave), kThreads, 0, stream>>>(args);
     DSV4H_LAUNCH_CHECK("filtered_silu_mul_vec");
   } else {
-    filtered_silu_mul_scalar<<<blocks, kThreads, 0, stream>>>(args);
+    static const int64_t wave = resident_blocks(filtered_silu_mul_scalar);
+    filtered_silu_mul_scalar<<<static_cast<unsigned>(args.rows < wave ? args.rows : wave), kThreads, 0, stream>>>(args);
     DSV4H_LAUNCH_CHECK("filtered_silu_mul_scalar");
   }
 }

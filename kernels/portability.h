@@ -41,6 +41,7 @@ using hipStreamCaptureStatus = cudaStreamCaptureStatus;
 #define hipGetDevice cudaGetDevice
 #define hipDeviceGetAttribute cudaDeviceGetAttribute
 #define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
+#define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #define hipDeviceSynchronize cudaDeviceSynchronize
 #define hipMalloc cudaMalloc
 #define hipFree cudaFree
