@@ -7,6 +7,7 @@
 // that names the call, the file and the line.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -68,6 +69,24 @@ using hipStreamCaptureStatus = cudaStreamCaptureStatus;
 #endif
 
 namespace dsv4h {
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+// Two floats rounded to nearest even into two bf16 (lo in the low half); NaN stays NaN.
+__device__ __forceinline__ uint32_t pack_bf16x2_rn(float lo, float hi) {
+#if defined(DSV4H_GPU_NVIDIA)
+  uint32_t packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
+  return packed;
+#else
+  auto round = [](float value) -> uint32_t {
+    uint32_t u = __float_as_uint(value);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x0040u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  };
+  return round(lo) | (round(hi) << 16);
+#endif
+}
+#endif
 
 #if defined(DSV4H_GPU_AMD)
 inline constexpr const char* kGpuVendor = "amd";
