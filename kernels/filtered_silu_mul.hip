@@ -22,15 +22,16 @@ __device__ __forceinline__ float bf16_to_float(uint16_t bits) {
 
 // silu(g) = g * sigmoid(g), with sigmoid from e = exp(-|g|) so that nothing overflows: the textbook
 // g / (1 + exp(-g)) turns exp(90) into inf and returns 0 where the exact result (-7.4e-37 for
-// g = -90, u = 10) is a normal float; the suite's adversarial inputs caught that form. The fast
-// exponential and reciprocal keep the kernel memory-bound (IEEE division made it compute-bound at
-// 66% of copy bandwidth); their few-ulp fp32 error is far inside one bf16 rounding. __expf
-// flushes results below 2^-126 to zero, so |g| > 80 takes the accurate expf.
+// g = -90, u = 10) is a normal float; the suite's adversarial inputs caught that form.
+// Speed: IEEE division and expf made the kernel issue-bound (66% of copy bandwidth), so this uses
+// the hardware exp2 and reciprocal approximations, whose few-ulp fp32 error is far inside one bf16
+// rounding. Those flush results below 2^-126 to zero, so the exponential is taken scaled by 2^64
+// (t = e * 2^64 stays normal up to |g| = 131, beyond which g * e underflows fp32 anyway) and the
+// scale is removed by exact multiplications, which keep subnormal results.
 __device__ __forceinline__ float silu(float g) {
-  const float a = fabsf(g);
-  const float e = a > 80.f ? expf(-a) : __expf(-a);
-  const float sigmoid_abs = __fdividef(1.f, 1.f + e);
-  return g >= 0.f ? g * sigmoid_abs : g * e * sigmoid_abs;
+  const float t = __expf(44.3614196f - fabsf(g));  // 44.36... = 64 ln 2
+  const float sigmoid_abs = __fdividef(1.f, 1.f + t * 0x1p-64f);
+  return g >= 0.f ? g * sigmoid_abs : (g * 0x1p-64f) * t * sigmoid_abs;
 }
 
 // Comparisons written so that a NaN input propagates, as torch's clamp does.
