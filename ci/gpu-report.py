@@ -13,6 +13,7 @@ import datetime
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -59,19 +60,26 @@ def collect(work):
         for b in bench["benchmarks"]:
             if b.get("aggregate_name") != "median":
                 continue
-            entry = {"name": b["run_name"], "median_us": b["real_time"], "bytes": b.get("bytes", 0),
-                     "flops": b.get("flops", 0), "GBps": b.get("GBps", 0) / 1e9 if b.get("GBps") else 0,
-                     "copy_ceiling_GBps": b.get("copy_ceiling_GBps"), "rows": b.get("rows"),
-                     "kept_rows": b.get("kept_rows"), "repetitions": b.get("repetitions")}
-            if entry["copy_ceiling_GBps"]:
-                entry["fraction_of_ceiling"] = entry["GBps"] / entry["copy_ceiling_GBps"]
-            part["benchmarks"].append(entry)
+            part["benchmarks"].append({"name": b["run_name"], "median_us": b["real_time"], "bytes": b.get("bytes", 0),
+                                       "flops": b.get("flops", 0), "copy_ceiling_GBps": b.get("copy_ceiling_GBps"),
+                                       "rows": b.get("rows"), "kept_rows": b.get("kept_rows"),
+                                       "repetitions": b.get("repetitions")})
     if os.path.exists(os.path.join(work, "torch.json")):
         part["torch_peers"] = load(os.path.join(work, "torch.json"))
     if os.path.exists(os.path.join(work, "device.csv")):
         with open(os.path.join(work, "device.csv")) as f:
             part["context"]["nvidia_smi"] = list(csv.DictReader(f, skipinitialspace=True))
     return part
+
+
+def derive(b):
+    """A benchmark's name without run settings, its GB/s and its fraction of the copy ceiling."""
+    b = dict(b)
+    b["name"] = re.sub(r"/(iterations|repeats|min_time):[^/]+", "", b["name"])
+    b["GBps"] = b["bytes"] / (b["median_us"] * 1e-6) / 1e9 if b["median_us"] else 0.0
+    if b.get("copy_ceiling_GBps"):
+        b["fraction_of_ceiling"] = b["GBps"] / b["copy_ceiling_GBps"]
+    return b
 
 
 def judge(report):
@@ -112,14 +120,16 @@ def judge(report):
     return goals
 
 
-def merge(parts, out):
-    report = {"commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+def merge(parts, out, commit):
+    report = {"commit": commit or subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "note": "",
               "tests": [], "mutants": [], "sanitizer": [], "benchmarks": [], "context": {}}
     for path in parts:
         part = load(path)
-        for key in ("tests", "mutants", "sanitizer", "benchmarks"):
+        for key in ("tests", "mutants", "sanitizer"):
             report[key] += part.get(key, [])
+        report["benchmarks"] += [derive(b) for b in part.get("benchmarks", [])]
         report["context"].update(part.get("context", {}))
         for key in ("verify", "torch_peers"):
             if key in part:
@@ -155,12 +165,13 @@ def main():
     m = sub.add_parser("merge")
     m.add_argument("parts", nargs="+")
     m.add_argument("--out", required=True)
+    m.add_argument("--commit", help="the commit the run's binaries were built from (default: HEAD)")
     args = parser.parse_args()
     if args.command == "collect":
         with open(args.out, "w") as f:
             json.dump(collect(args.work), f, indent=1)
         return 0
-    return merge(args.parts, args.out)
+    return merge(args.parts, args.out, args.commit)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kVec = 8;           // bf16 values per 16-byte vector
-constexpr int kRowsPerStep = 4;   // rows a block of the vector kernel loads at once
+constexpr int kRowsPerStep = 4;   // kept rows a block of the vector kernel loads at once
+constexpr int kMaxTileRows = 64;  // rows per tile of the vector kernel when the grid is full
 
 __device__ __forceinline__ float bf16_to_float(uint16_t bits) {
   return __uint_as_float(static_cast<uint32_t>(bits) << 16);
@@ -72,37 +73,49 @@ __device__ __forceinline__ uint4 swiglu_vec(uint4 g, uint4 u, float L) {
   return o;
 }
 
-// Rows are independent contiguous streams. A block takes kRowsPerStep consecutive rows at a time
-// (grid-stride over such groups) and its threads stride over the rows' 16-byte vectors. The group's
-// expert ids are read first, together, and filtered rows are never loaded; the kept rows' loads
-// are all issued before any result is computed, so each thread has up to 2 * kRowsPerStep 16-byte
-// loads in flight: enough bytes in flight to stream at full bandwidth from a grid of one wave.
+// Rows are independent contiguous streams. A block takes a tile of `tile_rows` consecutive rows at
+// a time (grid-stride over tiles): its threads read the tile's expert ids in one coalesced load and
+// list the kept rows in shared memory, so a filtered row costs 4 bytes of ids and no wait; then
+// the block streams the kept rows kRowsPerStep at a time, each thread issuing all of a step's
+// 16-byte loads before computing any result (2 * kRowsPerStep loads in flight per thread).
 __global__ void __launch_bounds__(kThreads)
-    filtered_silu_mul_vec(FilteredSiluMulArgs args) {
+    filtered_silu_mul_vec(FilteredSiluMulArgs args, int tile_rows) {
 #if defined(DSV4H_MUTANT_NOOP)
   if (args.rows >= 0) return;
 #endif
+  __shared__ int kept_in_tile[kThreads];
+  __shared__ int kept_count;
   const int64_t vecs_per_row = args.inter / kVec;
-  for (int64_t row0 = int64_t{blockIdx.x} * kRowsPerStep; row0 < args.rows;
-       row0 += int64_t{gridDim.x} * kRowsPerStep) {
-    bool kept[kRowsPerStep];
+  for (int64_t tile0 = int64_t{blockIdx.x} * tile_rows; tile0 < args.rows;
+       tile0 += int64_t{gridDim.x} * tile_rows) {
+    if (threadIdx.x == 0) kept_count = 0;
+    __syncthreads();
+    const int64_t own_row = tile0 + threadIdx.x;
+    if (static_cast<int>(threadIdx.x) < tile_rows && own_row < args.rows &&
+        !row_is_filtered(args.expert_ids, own_row, args.expert_step))
+      kept_in_tile[atomicAdd(&kept_count, 1)] = static_cast<int>(threadIdx.x);
+    __syncthreads();
+    const int kept = kept_count;
+    for (int k0 = 0; k0 < kept; k0 += kRowsPerStep) {
+      for (int64_t v = threadIdx.x; v < vecs_per_row; v += kThreads) {
+        uint4 gate[kRowsPerStep] = {}, up[kRowsPerStep] = {};
 #pragma unroll
-    for (int u = 0; u < kRowsPerStep; ++u)
-      kept[u] = row0 + u < args.rows && !row_is_filtered(args.expert_ids, row0 + u, args.expert_step);
-    for (int64_t v = threadIdx.x; v < vecs_per_row; v += kThreads) {
-      uint4 gate[kRowsPerStep] = {}, up[kRowsPerStep] = {};
+        for (int u = 0; u < kRowsPerStep; ++u) {
+          if (k0 + u >= kept) break;
+          const int64_t row = tile0 + kept_in_tile[k0 + u];
+          const uint4* src = reinterpret_cast<const uint4*>(args.gate_up + row * 2 * args.inter);
+          gate[u] = src[v];
+          up[u] = src[vecs_per_row + v];
+        }
 #pragma unroll
-      for (int u = 0; u < kRowsPerStep; ++u) {
-        if (!kept[u]) continue;
-        const uint4* row = reinterpret_cast<const uint4*>(args.gate_up + (row0 + u) * 2 * args.inter);
-        gate[u] = row[v];
-        up[u] = row[vecs_per_row + v];
+        for (int u = 0; u < kRowsPerStep; ++u) {
+          if (k0 + u >= kept) break;
+          const int64_t row = tile0 + kept_in_tile[k0 + u];
+          reinterpret_cast<uint4*>(args.out + row * args.inter)[v] = swiglu_vec(gate[u], up[u], args.swiglu_limit);
+        }
       }
-#pragma unroll
-      for (int u = 0; u < kRowsPerStep; ++u)
-        if (kept[u])
-          reinterpret_cast<uint4*>(args.out + (row0 + u) * args.inter)[v] = swiglu_vec(gate[u], up[u], args.swiglu_limit);
     }
+    __syncthreads();  // kept_in_tile and kept_count are rewritten by the next tile
   }
 }
 
@@ -163,9 +176,14 @@ void launch_filtered_silu_mul(const FilteredSiluMulArgs& args, hipStream_t strea
   require(args.gate_up && args.expert_ids && args.out, "null device pointer");
   const bool vectorizable = args.inter % kVec == 0 && aligned16(args.gate_up) && aligned16(args.out);
   if (vectorizable) {
+    // Tiles just large enough to give every resident block one, up to kMaxTileRows: small batches
+    // spread over the whole device, large ones get several tiles per block for load balance.
     static const int64_t wave = resident_blocks(filtered_silu_mul_vec);
-    const int64_t groups = (args.rows + kRowsPerStep - 1) / kRowsPerStep;
-    filtered_silu_mul_vec<<<static_cast<unsigned>(groups < wave ? groups : wave), kThreads, 0, stream>>>(args);
+    const int64_t per_block = (args.rows + wave - 1) / wave;
+    const int64_t rounded = (per_block + kRowsPerStep - 1) / kRowsPerStep * kRowsPerStep;
+    const int tile_rows = static_cast<int>(rounded < kMaxTileRows ? rounded : kMaxTileRows);
+    const int64_t tiles = (args.rows + tile_rows - 1) / tile_rows;
+    filtered_silu_mul_vec<<<static_cast<unsigned>(tiles < wave ? tiles : wave), kThreads, 0, stream>>>(args, tile_rows);
     DSV4H_LAUNCH_CHECK("filtered_silu_mul_vec");
   } else {
     static const int64_t wave = resident_blocks(filtered_silu_mul_scalar);
