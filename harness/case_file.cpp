@@ -13,15 +13,18 @@
 
 namespace dsv4h {
 
-CaseFile load_case_file(const std::string& path) {
+nlohmann::json read_json_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw BadInput(path + ": cannot open");
-  nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    return nlohmann::json::parse(in);
   } catch (const nlohmann::json::parse_error& e) {
     throw BadInput(path + ": not valid JSON: " + e.what());
   }
+}
+
+CaseFile load_case_file(const std::string& path) {
+  const nlohmann::json j = read_json_file(path);
   if (!j.is_object()) throw BadInput(path + ": expected a JSON object");
   for (const auto& [key, value] : j.items())
     if (key != "component" && key != "case" && key != "seed" && key != "note" && key != "inputs" && key != "outputs")

@@ -28,6 +28,9 @@ struct CaseFile {
 // BadInput naming the file and the field for every problem.
 CaseFile load_case_file(const std::string& path);
 
+// The parsed document; BadInput naming the file when it cannot be read or parsed.
+nlohmann::json read_json_file(const std::string& path);
+
 nlohmann::json case_document(const Case& c, const TensorMap& inputs,
                              const std::map<std::string, TensorMap>& outputs_by_backend);
 

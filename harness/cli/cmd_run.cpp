@@ -1,6 +1,5 @@
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "../case_file.h"
 #include "../errors.h"
@@ -28,14 +27,7 @@ compares them (and, for a fixture with outputs.expected, both with the stored ou
 )";
 
 TensorMap load_inputs(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw BadInput(path + ": cannot open");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw BadInput(path + ": not valid JSON: " + e.what());
-  }
+  const nlohmann::json j = read_json_file(path);
   if (!j.is_object() || !j.contains("inputs")) throw BadInput(path + ": missing field \"inputs\"");
   return tensors_from_json(j["inputs"], path + ": inputs");
 }
