@@ -5,7 +5,8 @@ Peers: torch eager and torch.compile of `silu(g.clamp(max=L)) * u.clamp(-L, L)` 
 bf16 (the expression has no expert filter: it computes every row). Timing as in our benchmark:
 CUDA events around K back-to-back calls over rotating row ranges of a 2.4 GB pool (inputs never
 sit in L2), mean per call; the median of 10 samples is reported. Writes JSON:
-{"peers": [{"rows", "inter", "eager_us", "compile_us"}], "torch": version, "device": name}.
+{"peers": [{"rows", "inter", "eager_us", "compile_us"}], "bf16_matmul_TFLOPs", "torch", "device"}; the
+matrix-product ceiling (8192^3 bf16) is measured in the same process for the records.
 """
 import argparse
 import json
@@ -42,6 +43,23 @@ def time_us(fn, pool, rows):
     return statistics.median(samples)
 
 
+def matmul_ceiling_tflops():
+    """Dense bf16 8192^3 matrix product on random data, median of 10: the compute ceiling of record."""
+    n = 8192
+    a, b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16), torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    samples = []
+    for _ in range(10):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        a @ b
+        stop.record()
+        stop.synchronize()
+        samples.append(2 * n ** 3 / (start.elapsed_time(stop) * 1e-3) / 1e12)
+    return statistics.median(samples)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", required=True)
@@ -55,8 +73,11 @@ def main():
         compile_us = time_us(compiled, pool, rows)
         peers.append({"rows": rows, "inter": INTER, "eager_us": eager_us, "compile_us": compile_us})
         print(f"torch peer rows={rows}: eager {eager_us:.2f} us, torch.compile {compile_us:.2f} us", flush=True)
+    tflops = matmul_ceiling_tflops()
+    print(f"bf16 matmul ceiling: {tflops:.0f} TFLOP/s", flush=True)
     with open(args.out, "w") as f:
-        json.dump({"peers": peers, "torch": torch.__version__, "device": torch.cuda.get_device_name()}, f, indent=1)
+        json.dump({"peers": peers, "bf16_matmul_TFLOPs": tflops, "torch": torch.__version__,
+                   "device": torch.cuda.get_device_name()}, f, indent=1)
 
 
 if __name__ == "__main__":
