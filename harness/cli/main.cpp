@@ -20,6 +20,7 @@ commands:
             batch size, golden fixtures; on a machine without a GPU, the references against the
             golden fixtures, saying that the GPU checks were skipped
   run       run one case on the reference and, where present, the GPU; dump inputs and outputs
+  report    nightly benchmark reports: compare two runs, HTML and markdown over the history
 
 exit codes: 0 all passed, 1 a mismatch or failure, 2 bad usage or bad input
 )";
@@ -39,7 +40,8 @@ int main(int argc, char** argv) {
     if (command == "list") return cmd_list(args);
     if (command == "verify") return cmd_verify(args);
     if (command == "run") return cmd_run(args);
-    throw UsageError("unknown command \"" + command + "\" (commands: list, verify, run)");
+    if (command == "report") return cmd_report(args);
+    throw UsageError("unknown command \"" + command + "\" (commands: list, verify, run, report)");
   } catch (const UsageError& e) {
     std::fprintf(stderr, "dsv4h %s: %s\n", command.c_str(), e.what());
     return kBadUsage;

@@ -1,0 +1,89 @@
+#include "compare.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "stats.h"
+
+namespace dsv4h::report {
+
+const char* const kVerdictRule =
+    "slower/faster: the median changed by more than the threshold and the Mann-Whitney test gives "
+    "p < alpha; noisy: the median changed by more than the threshold without p < alpha, or either "
+    "night's coefficient of variation exceeds twice the threshold; unchanged: otherwise";
+
+std::string verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::slower: return "slower";
+    case Verdict::noisy: return "noisy";
+    case Verdict::faster: return "faster";
+    case Verdict::unchanged: return "unchanged";
+  }
+  return "?";
+}
+
+namespace {
+
+// kVerdictRule. A significant change beyond the threshold is a verdict even when the spread is
+// large: the test has already weighed the spread.
+Verdict judge(double change, double p_value, double cv_base, double cv_new, const CompareOptions& o) {
+  const bool beyond_threshold = std::fabs(change) > o.threshold;
+  if (beyond_threshold && p_value < o.alpha) return change > 0 ? Verdict::slower : Verdict::faster;
+  if (beyond_threshold || std::max(cv_base, cv_new) > 2 * o.threshold) return Verdict::noisy;
+  return Verdict::unchanged;
+}
+
+}  // namespace
+
+bool Comparison::any_slower() const {
+  return std::any_of(benchmarks.begin(), benchmarks.end(), [](const auto& b) { return b.verdict == Verdict::slower; });
+}
+
+Comparison compare_nights(const Night& base, const Night& now, const CompareOptions& options) {
+  Comparison c{base.label(), now.label(), options, {}, {}, {}};
+  for (const auto& [name, samples] : base.benchmarks)
+    if (!now.benchmarks.count(name)) c.only_in_base.push_back(name);
+  for (const auto& [name, samples] : now.benchmarks) {
+    auto it = base.benchmarks.find(name);
+    if (it == base.benchmarks.end()) {
+      c.only_in_new.push_back(name);
+      continue;
+    }
+    const std::vector<double>& before = it->second.times_us;
+    const std::vector<double>& after = samples.times_us;
+    BenchmarkComparison b;
+    b.name = name;
+    b.base_median_us = median(before);
+    b.new_median_us = median(after);
+    b.change = b.new_median_us / b.base_median_us - 1;
+    b.p_value = mann_whitney(after, before).p_value;
+    b.cv_base = coefficient_of_variation(before);
+    b.cv_new = coefficient_of_variation(after);
+    b.n_base = before.size();
+    b.n_new = after.size();
+    if (!samples.fraction_of_ceiling.empty()) b.new_fraction_of_ceiling = median(samples.fraction_of_ceiling);
+    b.verdict = judge(b.change, b.p_value, b.cv_base, b.cv_new, options);
+    c.benchmarks.push_back(b);
+  }
+  // Regressions first, the largest first; within the other verdicts by name.
+  std::stable_sort(c.benchmarks.begin(), c.benchmarks.end(), [](const auto& x, const auto& y) {
+    if (x.verdict != y.verdict) return x.verdict < y.verdict;
+    return x.verdict == Verdict::slower && x.change > y.change;
+  });
+  return c;
+}
+
+nlohmann::json comparison_to_json(const Comparison& c) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const BenchmarkComparison& b : c.benchmarks)
+    rows.push_back({{"name", b.name}, {"verdict", verdict_name(b.verdict)}, {"base_median_us", b.base_median_us},
+                    {"new_median_us", b.new_median_us}, {"change", b.change}, {"p_value", b.p_value},
+                    {"cv_base", b.cv_base}, {"cv_new", b.cv_new}, {"n_base", b.n_base}, {"n_new", b.n_new},
+                    {"new_fraction_of_ceiling", b.new_fraction_of_ceiling ? nlohmann::json(*b.new_fraction_of_ceiling)
+                                                                          : nlohmann::json()}});
+  return {{"base", c.base_label}, {"new", c.new_label}, {"threshold", c.options.threshold},
+          {"alpha", c.options.alpha}, {"rule", kVerdictRule}, {"slower", c.any_slower()},
+          {"benchmarks", rows}, {"only_in_base", c.only_in_base}, {"only_in_new", c.only_in_new}};
+}
+
+}  // namespace dsv4h::report

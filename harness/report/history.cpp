@@ -1,0 +1,138 @@
+#include "history.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "../case_file.h"
+#include "../errors.h"
+
+namespace dsv4h::report {
+
+namespace {
+
+using nlohmann::json;
+
+// Microseconds per time_unit; Google Benchmark writes one of these four.
+double us_per_unit(const std::string& path, const std::string& field, const std::string& unit) {
+  if (unit == "ns") return 1e-3;
+  if (unit == "us") return 1.0;
+  if (unit == "ms") return 1e3;
+  if (unit == "s") return 1e6;
+  throw BadInput(path + ": field \"" + field + "\" must be ns, us, ms or s, got \"" + unit + "\"");
+}
+
+const json& field_of(const std::string& path, const json& object, const std::string& where, const std::string& key,
+                     bool (json::*is_type)() const noexcept, const char* type) {
+  if (!object.contains(key) || !(object[key].*is_type)())
+    throw BadInput(path + ": field \"" + where + key + "\" must be " + type);
+  return object[key];
+}
+
+std::string optional_string(const std::string& path, const json& object, const std::string& where, const std::string& key) {
+  if (!object.contains(key) || object[key].is_null()) return "";
+  return field_of(path, object, where, key, &json::is_string, "a string").get<std::string>();
+}
+
+std::optional<double> optional_positive(const std::string& path, const json& object, const std::string& where,
+                                        const std::string& key) {
+  if (!object.contains(key) || object[key].is_null()) return std::nullopt;
+  const double v = field_of(path, object, where, key, &json::is_number, "a number").get<double>();
+  if (!(v > 0)) throw BadInput(path + ": field \"" + where + key + "\" must be > 0");
+  return v;
+}
+
+void read_device(const std::string& path, const json& doc, Night& night) {
+  if (!doc.contains("device")) return;
+  const json& device = field_of(path, doc, "", "device", &json::is_object, "an object");
+  night.device_name = optional_string(path, device, "device.", "name");
+  night.device_driver = optional_string(path, device, "device.", "driver");
+  if (!device.contains("clocks")) return;
+  for (const auto& [name, value] : field_of(path, device, "device.", "clocks", &json::is_object, "an object").items())
+    night.device_clocks[name] = value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+void read_accuracy(const std::string& path, const json& doc, Night& night) {
+  if (!doc.contains("accuracy")) return;
+  const json& list = field_of(path, doc, "", "accuracy", &json::is_array, "a list of {case, budget_used}");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string where = "accuracy[" + std::to_string(i) + "].";
+    if (!list[i].is_object()) throw BadInput(path + ": field \"accuracy[" + std::to_string(i) + "]\" must be an object");
+    AccuracyEntry e;
+    e.test_case = field_of(path, list[i], where, "case", &json::is_string, "a string").get<std::string>();
+    const json& used = list[i].contains("budget_used") ? list[i]["budget_used"] : json();
+    if (used.is_number()) e.budget_used = used.get<double>();
+    else if (used == "inf") e.budget_used = std::numeric_limits<double>::infinity();
+    else throw BadInput(path + ": field \"" + where + "budget_used\" must be a number or \"inf\"");
+    night.accuracy.push_back(e);
+  }
+}
+
+void read_repetition(const std::string& path, const json& entry, size_t index, Night& night) {
+  const std::string where = "benchmarks[" + std::to_string(index) + "].";
+  const std::string name =
+      field_of(path, entry, where, entry.contains("run_name") ? "run_name" : "name", &json::is_string, "a string")
+          .get<std::string>();
+  const double real_time = field_of(path, entry, where, "real_time", &json::is_number, "a number").get<double>();
+  const std::string unit = field_of(path, entry, where, "time_unit", &json::is_string, "a string").get<std::string>();
+  const double time_us = real_time * us_per_unit(path, where + "time_unit", unit);
+  if (!(time_us > 0) || !std::isfinite(time_us))
+    throw BadInput(path + ": field \"" + where + "real_time\" must be a positive time");
+  BenchmarkSamples& samples = night.benchmarks[name];
+  samples.times_us.push_back(time_us);
+
+  // A benchmark that moves no bytes (the empty kernel) has no fraction of the copy ceiling.
+  const bool moves_bytes = !(entry.contains("bytes") && entry["bytes"].is_number() && entry["bytes"] == 0);
+  const std::optional<double> bytes = moves_bytes ? optional_positive(path, entry, where, "bytes") : std::nullopt;
+  std::optional<double> ceiling = night.copy_ceiling_GBps;
+  if (!ceiling) ceiling = optional_positive(path, entry, where, "copy_ceiling_GBps");
+  if (bytes && ceiling) samples.fraction_of_ceiling.push_back(*bytes / time_us * 1e-3 / *ceiling);
+}
+
+}  // namespace
+
+std::string Night::label() const {
+  if (commit.empty()) return path.substr(path.find_last_of('/') + 1);
+  return commit.substr(0, 12) + (date.empty() ? "" : " (" + date + ")");
+}
+
+Night load_night(const std::string& path) {
+  const json doc = read_json_file(path);
+  if (!doc.is_object()) throw BadInput(path + ": expected a JSON object (Google Benchmark output)");
+  Night night;
+  night.path = path;
+  night.commit = optional_string(path, doc, "", "commit");
+  night.date = optional_string(path, doc, "", "date");
+  read_device(path, doc, night);
+  if (doc.contains("ceilings")) {
+    const json& ceilings = field_of(path, doc, "", "ceilings", &json::is_object, "an object");
+    night.copy_ceiling_GBps = optional_positive(path, ceilings, "ceilings.", "copy_GBps");
+    night.bf16_matmul_TFLOPs = optional_positive(path, ceilings, "ceilings.", "bf16_matmul_TFLOPs");
+  }
+  read_accuracy(path, doc, night);
+  const json& entries = field_of(path, doc, "", "benchmarks", &json::is_array, "a list (Google Benchmark output)");
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!entries[i].is_object()) throw BadInput(path + ": field \"benchmarks[" + std::to_string(i) + "]\" must be an object");
+    // An entry without run_type comes from a run without repetitions: it is the one sample.
+    const std::string run_type = entries[i].value("run_type", std::string("iteration"));
+    if (run_type == "iteration") read_repetition(path, entries[i], i, night);
+  }
+  if (night.benchmarks.empty()) throw BadInput(path + ": field \"benchmarks\" holds no repetition (run_type \"iteration\")");
+  return night;
+}
+
+std::vector<Night> load_history(const std::string& dir) {
+  std::vector<Night> nights;
+  for (const std::string& path : json_files_in(dir)) {
+    Night night = load_night(path);
+    if (night.commit.empty()) throw BadInput(path + ": field \"commit\" must be a string (a history file)");
+    if (night.date.empty()) throw BadInput(path + ": field \"date\" must be a string (a history file)");
+    nights.push_back(std::move(night));
+  }
+  if (nights.empty()) throw BadInput(dir + ": no history files (*.json)");
+  std::stable_sort(nights.begin(), nights.end(),
+                   [](const Night& a, const Night& b) { return a.date != b.date ? a.date < b.date : a.path < b.path; });
+  return nights;
+}
+
+}  // namespace dsv4h::report

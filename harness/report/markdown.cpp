@@ -1,0 +1,48 @@
+#include "markdown.h"
+
+#include <sstream>
+
+namespace dsv4h::report {
+
+namespace {
+
+// A benchmark name holds no "|" today; escaped anyway so that one never breaks the table.
+std::string cell(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+}  // namespace
+
+std::string render_markdown(const HistorySummary& s) {
+  const Comparison& c = s.comparison;
+  std::ostringstream md;
+  size_t slower = 0;
+  for (const BenchmarkComparison& b : c.benchmarks) slower += b.verdict == Verdict::slower;
+  md << "## Nightly benchmarks: " << cell(c.new_label) << " against " << cell(c.base_label) << "\n\n"
+     << (slower ? "**" + std::to_string(slower) + " slower**" : std::string("no regression")) << " among "
+     << c.benchmarks.size() << " benchmarks (threshold " << format_change(c.options.threshold).substr(1)
+     << ", alpha " << c.options.alpha << ").\n\n"
+     << "| verdict | benchmark | baseline | latest | change | p | step change |\n"
+     << "|---|---|---|---|---|---|---|\n";
+  for (size_t i = 0; i < c.benchmarks.size(); ++i) {
+    const BenchmarkComparison& b = c.benchmarks[i];
+    const Trend& t = s.trends[i];
+    const std::string verdict = verdict_name(b.verdict);
+    md << "| " << (b.verdict == Verdict::slower ? "**" + verdict + "**" : verdict) << " | `" << cell(b.name) << "` | "
+       << format_time_us(b.base_median_us) << " | " << format_time_us(b.new_median_us) << " | "
+       << format_change(b.change) << " | " << format_p(b.p_value) << " | "
+       << (t.step ? format_change(t.step->change) + " " + cell(t.step_range) : "none") << " |\n";
+  }
+  for (const auto& [title, names] : {std::pair{"Only in the latest night", c.only_in_new},
+                                     std::pair{"Only in the baseline", c.only_in_base}}) {
+    if (names.empty()) continue;
+    md << "\n" << title << " (not compared):\n";
+    for (const std::string& name : names) md << "- `" << name << "`\n";
+  }
+  md << "\n<sub>" << kVerdictRule << ".</sub>\n";
+  return md.str();
+}
+
+}  // namespace dsv4h::report

@@ -1,0 +1,84 @@
+#include "summary.h"
+
+#include <cstdio>
+
+#include "../errors.h"
+
+namespace dsv4h::report {
+
+namespace {
+
+Trend trend_of(const std::string& name, const std::vector<Night>& nights, const CompareOptions& options) {
+  Trend t;
+  t.name = name;
+  std::vector<double> present_medians;
+  std::vector<size_t> present_nights;
+  for (size_t i = 0; i < nights.size(); ++i) {
+    auto it = nights[i].benchmarks.find(name);
+    if (it == nights[i].benchmarks.end()) {
+      t.median_us.emplace_back();
+      t.fraction_of_ceiling.emplace_back();
+      continue;
+    }
+    t.median_us.push_back(median(it->second.times_us));
+    t.fraction_of_ceiling.push_back(it->second.fraction_of_ceiling.empty()
+                                        ? std::nullopt
+                                        : std::optional<double>(median(it->second.fraction_of_ceiling)));
+    present_medians.push_back(*t.median_us.back());
+    present_nights.push_back(i);
+  }
+  // Nights without the benchmark are left out of the series, so the step lies between the last
+  // night before it that ran the benchmark and the first one after.
+  t.step = detect_step(present_medians, options.threshold, options.alpha);
+  if (t.step) {
+    const size_t first_after = present_nights[t.step->index];
+    const size_t last_before = present_nights[t.step->index - 1];
+    t.step->index = first_after;
+    t.step_range = "after " + nights[last_before].label() + " up to " + nights[first_after].label();
+  }
+  return t;
+}
+
+}  // namespace
+
+HistorySummary summarize_history(const std::string& dir, const std::string& baseline_path,
+                                 const CompareOptions& options) {
+  HistorySummary s;
+  s.nights = load_history(dir);
+  if (!baseline_path.empty()) {
+    s.baseline = load_night(baseline_path);
+    for (size_t i = 0; i < s.nights.size(); ++i)
+      if (s.nights[i].commit == s.baseline.commit && s.nights[i].date == s.baseline.date) s.baseline_index = i;
+  } else {
+    if (s.nights.size() < 2)
+      throw BadInput(dir + ": a single night; a report needs a baseline (a second night or --baseline)");
+    s.baseline_index = s.nights.size() - 2;
+    s.baseline = s.nights[*s.baseline_index];
+  }
+  s.comparison = compare_nights(s.baseline, s.nights.back(), options);
+  for (const BenchmarkComparison& b : s.comparison.benchmarks) s.trends.push_back(trend_of(b.name, s.nights, options));
+  for (const auto& names : {s.comparison.only_in_new, s.comparison.only_in_base})
+    for (const std::string& name : names) s.trends.push_back(trend_of(name, s.nights, options));
+  return s;
+}
+
+std::string format_change(double change) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%+.1f%%", 100 * change);
+  return buf;
+}
+
+std::string format_time_us(double us) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.4g us", us);
+  return buf;
+}
+
+std::string format_p(double p) {
+  if (p < 1e-6) return "<1e-6";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2g", p);
+  return buf;
+}
+
+}  // namespace dsv4h::report

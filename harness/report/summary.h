@@ -1,0 +1,41 @@
+// What the HTML and markdown reports show: the latest night against a baseline, and per
+// benchmark its trend over the history and the step change found in it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compare.h"
+#include "history.h"
+#include "stats.h"
+
+namespace dsv4h::report {
+
+struct Trend {
+  std::string name;
+  std::vector<std::optional<double>> median_us;            // per night; empty where the night lacks it
+  std::vector<std::optional<double>> fraction_of_ceiling;  // per night; median over the repetitions
+  std::optional<Step> step;                                // Step::index is a night index here
+  std::string step_range;                                  // "after <night> up to <night>", or ""
+};
+
+struct HistorySummary {
+  std::vector<Night> nights;  // oldest first
+  Night baseline;
+  std::optional<size_t> baseline_index;  // where the baseline is in nights, if it is one of them
+  Comparison comparison;                 // the latest night against the baseline
+  std::vector<Trend> trends;             // in the comparison's order, then benchmarks not compared
+};
+
+// The baseline is `baseline_path` when given, else the night before the latest; BadInput when
+// the history has a single night and no baseline is given.
+HistorySummary summarize_history(const std::string& dir, const std::string& baseline_path,
+                                 const CompareOptions& options);
+
+// Number formats shared by the reports.
+std::string format_change(double change);  // "+10.2%"
+std::string format_time_us(double us);     // "12.3 us"
+std::string format_p(double p);            // "0.0012", "<1e-6"
+
+}  // namespace dsv4h::report
