@@ -1,0 +1,131 @@
+// History files and the reports over them: the reader (units, aggregates ignored, fraction of
+// the ceiling), the step located at its commit in a 20-night history, and what the HTML and
+// markdown reports hold.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "harness/errors.h"
+#include "harness/report/html.h"
+#include "harness/report/markdown.h"
+#include "harness/report/summary.h"
+#include "report_synthetic.h"
+
+namespace dsv4h::report {
+namespace {
+
+using testing::draw_times;
+
+const std::string kStepped = "BM_filtered_silu_mul/rows:384/kept_permille:1000/manual_time";
+const std::string kRegressed = "BM_filtered_silu_mul/rows:3072/kept_permille:1000/manual_time";
+const std::string kSteady = "BM_empty_kernel/manual_time";
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(ReportHistory, ReadsRepetitionsAndIgnoresAggregates) {
+  const std::string dir = testing::fresh_dir("reader");
+  const Night night = load_night(testing::write_night(dir, 0, {{kSteady, {2.0, 4.0, 3.0}}}));
+  EXPECT_EQ(night.commit, testing::night_commit(0));
+  EXPECT_EQ(night.device_name, "Synthetic GPU");
+  ASSERT_EQ(night.benchmarks.count(kSteady), 1u);
+  const BenchmarkSamples& s = night.benchmarks.at(kSteady);
+  EXPECT_EQ(s.times_us, (std::vector<double>{2.0, 4.0, 3.0}));  // written in ns, read in us
+  ASSERT_EQ(s.fraction_of_ceiling.size(), 3u);
+  EXPECT_NEAR(s.fraction_of_ceiling[0], 1e6 / 2.0 * 1e-3 / 4000.0, 1e-12);  // 500 GB/s of 4000
+  EXPECT_EQ(night.copy_ceiling_GBps, 4000.0);
+  EXPECT_FALSE(night.bf16_matmul_TFLOPs);
+}
+
+TEST(ReportHistory, HistoryFilesNeedCommitAndDate) {
+  const std::string dir = testing::fresh_dir("no_commit");
+  nlohmann::json doc = testing::night_document("c1", "2026-10-01", {{kSteady, {1.0, 1.1}}});
+  doc.erase("commit");
+  write_json_file(dir + "/night.json", doc);
+  EXPECT_NO_THROW(load_night(dir + "/night.json"));
+  try {
+    load_history(dir);
+    FAIL() << "a history without commit was read";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("night.json: field \"commit\""), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_history(testing::fresh_dir("empty")), BadInput);
+}
+
+// 20 nights at 3% noise: kStepped 10% slower from night 13 on, kRegressed 10% slower on the
+// last night only, kSteady unchanged. Nights are written out of date order on purpose.
+std::string twenty_nights(uint64_t seed) {
+  const std::string dir = testing::fresh_dir("twenty_" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (int i = 19; i >= 0; --i)
+    testing::write_night(dir, i, {{kStepped, draw_times(rng, i >= 13 ? 8.8 : 8.0, 0.03)},
+                                  {kRegressed, draw_times(rng, i == 19 ? 27.5 : 25.0, 0.03)},
+                                  {kSteady, draw_times(rng, 4.6, 0.03)}});
+  return dir;
+}
+
+TEST(ReportHistory, StepIsLocatedAtItsCommit) {
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    const HistorySummary s = summarize_history(twenty_nights(seed), "", {});
+    ASSERT_EQ(s.nights.size(), 20u);
+    EXPECT_EQ(s.nights.front().commit, testing::night_commit(0));
+    for (const Trend& t : s.trends) {
+      if (t.name != kStepped) {
+        EXPECT_FALSE(t.step) << t.name << ": " << t.step_range;
+        continue;
+      }
+      ASSERT_TRUE(t.step) << "seed " << seed;
+      EXPECT_EQ(s.nights[t.step->index].commit, testing::night_commit(13)) << "seed " << seed;
+      EXPECT_EQ(t.step_range, "after " + testing::night_commit(12) + " (" + testing::night_date(12) + ") up to " +
+                                  testing::night_commit(13) + " (" + testing::night_date(13) + ")");
+    }
+  }
+}
+
+TEST(ReportHistory, BaselineIsThePreviousNightOrTheGivenFile) {
+  const std::string dir = twenty_nights(1);
+  const HistorySummary s = summarize_history(dir, "", {});
+  EXPECT_EQ(s.baseline_index, 18u);
+  EXPECT_EQ(s.comparison.benchmarks[0].name, kRegressed);
+  EXPECT_EQ(s.comparison.benchmarks[0].verdict, Verdict::slower);
+  const std::string first = dir + "/" + testing::night_date(0) + "-" + testing::night_commit(0) + ".json";
+  const HistorySummary from_first = summarize_history(dir, first, {});
+  EXPECT_EQ(from_first.baseline_index, 0u);
+  EXPECT_EQ(from_first.comparison.base_label, testing::night_commit(0) + " (" + testing::night_date(0) + ")");
+}
+
+TEST(ReportHistory, HtmlHoldsTableAndOneChartPerBenchmark) {
+  const std::string html = render_html(summarize_history(twenty_nights(2), "", {}));
+  EXPECT_EQ(count(html, "<table id=\"summary\">"), 1u);
+  EXPECT_EQ(count(html, "<svg class=\"chart\""), 3u);
+  EXPECT_EQ(count(html, "class=\"baseline\""), 3u);
+  EXPECT_EQ(count(html, "class=\"step\""), 1u);
+  // The regression is the first row of the table.
+  const size_t body = html.find("<tbody>");
+  EXPECT_LT(html.find(kRegressed, body), html.find(kStepped, body));
+  EXPECT_LT(html.find("data-verdict=\"slower\"", body), html.find("data-verdict=\"unchanged\"", body));
+  // Self-contained: nothing fetched.
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("<link"), std::string::npos);
+  EXPECT_EQ(html.find("src="), std::string::npos);
+}
+
+TEST(ReportHistory, MarkdownListsRegressionsFirst) {
+  const std::string md = render_markdown(summarize_history(twenty_nights(3), "", {}));
+  EXPECT_NE(md.find("**1 slower**"), std::string::npos) << md;
+  const size_t first_row = md.find("|---|");
+  EXPECT_EQ(md.find("| **slower** | `" + kRegressed, first_row), md.find("\n| ", first_row) + 1) << md;
+  EXPECT_NE(md.find("after " + testing::night_commit(12)), std::string::npos) << md;
+}
+
+TEST(ReportHistory, SingleNightNeedsABaseline) {
+  const std::string dir = testing::fresh_dir("single");
+  testing::write_night(dir, 0, {{kSteady, {1.0, 1.1}}});
+  EXPECT_THROW(summarize_history(dir, "", {}), BadInput);
+}
+
+}  // namespace
+}  // namespace dsv4h::report
