@@ -50,9 +50,8 @@ HistorySummary summarize_history(const std::string& dir, const std::string& base
     for (size_t i = 0; i < s.nights.size(); ++i)
       if (s.nights[i].commit == s.baseline.commit && s.nights[i].date == s.baseline.date) s.baseline_index = i;
   } else {
-    if (s.nights.size() < 2)
-      throw BadInput(dir + ": a single night; a report needs a baseline (a second night or --baseline)");
-    s.baseline_index = s.nights.size() - 2;
+    // The first night of a history is its own baseline: it renders, every verdict "unchanged".
+    s.baseline_index = s.nights.size() - (s.nights.size() < 2 ? 1 : 2);
     s.baseline = s.nights[*s.baseline_index];
   }
   s.comparison = compare_nights(s.baseline, s.nights.back(), options);

@@ -28,8 +28,8 @@ struct HistorySummary {
   std::vector<Trend> trends;             // in the comparison's order, then benchmarks not compared
 };
 
-// The baseline is `baseline_path` when given, else the night before the latest; BadInput when
-// the history has a single night and no baseline is given.
+// The baseline is `baseline_path` when given, else the night before the latest (a history of one
+// night is its own baseline).
 HistorySummary summarize_history(const std::string& dir, const std::string& baseline_path,
                                  const CompareOptions& options);
 

@@ -121,10 +121,15 @@ TEST(ReportHistory, MarkdownListsRegressionsFirst) {
   EXPECT_NE(md.find("after " + testing::night_commit(12)), std::string::npos) << md;
 }
 
-TEST(ReportHistory, SingleNightNeedsABaseline) {
+TEST(ReportHistory, FirstNightIsItsOwnBaseline) {
   const std::string dir = testing::fresh_dir("single");
-  testing::write_night(dir, 0, {{kSteady, {1.0, 1.1}}});
-  EXPECT_THROW(summarize_history(dir, "", {}), BadInput);
+  testing::write_night(dir, 0, {{kSteady, {1.0, 1.1, 1.05}}});
+  const HistorySummary s = summarize_history(dir, "", {});
+  ASSERT_EQ(s.nights.size(), 1u);
+  EXPECT_EQ(s.baseline_index, std::optional<size_t>(0));
+  ASSERT_EQ(s.comparison.benchmarks.size(), 1u);
+  EXPECT_EQ(s.comparison.benchmarks[0].verdict, Verdict::unchanged);
+  EXPECT_NE(render_html(s).find("<svg"), std::string::npos);
 }
 
 }  // namespace
