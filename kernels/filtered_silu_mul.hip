@@ -3,7 +3,8 @@
 //
 // Mutants (spec review finding 4 and the kernel's own failure modes) are compiled in only when
 // the build defines one of DSV4H_MUTANT_{FILTER_IGNORED, CLAMP_MISSING, EXPERT_STEP_IGNORED,
-// PARTIAL_VECTOR_DROPPED, NOOP}; the suite must catch each of them.
+// PARTIAL_VECTOR_DROPPED, NOOP}; the suite must catch each of them. DSV4H_MUTANT_WORK_TWICE
+// computes the right result twice: the nightly performance comparison must catch that one.
 #include "filtered_silu_mul.h"
 
 #include <cstdint>
@@ -16,6 +17,11 @@ constexpr int kThreads = 256;
 constexpr int kVec = 8;           // bf16 values per 16-byte vector
 constexpr int kRowsPerStep = 4;   // kept rows a block of the vector kernel loads at once
 constexpr int kMaxTileRows = 64;  // rows per tile of the vector kernel when the grid is full
+#if defined(DSV4H_MUTANT_WORK_TWICE)
+constexpr int kPasses = 2;
+#else
+constexpr int kPasses = 1;
+#endif
 
 __device__ __forceinline__ float bf16_to_float(uint16_t bits) {
   return __uint_as_float(static_cast<uint32_t>(bits) << 16);
@@ -183,12 +189,16 @@ void launch_filtered_silu_mul(const FilteredSiluMulArgs& args, hipStream_t strea
     const int64_t rounded = (per_block + kRowsPerStep - 1) / kRowsPerStep * kRowsPerStep;
     const int tile_rows = static_cast<int>(rounded < kMaxTileRows ? rounded : kMaxTileRows);
     const int64_t tiles = (args.rows + tile_rows - 1) / tile_rows;
-    filtered_silu_mul_vec<<<static_cast<unsigned>(tiles < wave ? tiles : wave), kThreads, 0, stream>>>(args, tile_rows);
-    DSV4H_LAUNCH_CHECK("filtered_silu_mul_vec");
+    for (int pass = 0; pass < kPasses; ++pass) {
+      filtered_silu_mul_vec<<<static_cast<unsigned>(tiles < wave ? tiles : wave), kThreads, 0, stream>>>(args, tile_rows);
+      DSV4H_LAUNCH_CHECK("filtered_silu_mul_vec");
+    }
   } else {
     static const int64_t wave = resident_blocks(filtered_silu_mul_scalar);
-    filtered_silu_mul_scalar<<<static_cast<unsigned>(args.rows < wave ? args.rows : wave), kThreads, 0, stream>>>(args);
-    DSV4H_LAUNCH_CHECK("filtered_silu_mul_scalar");
+    for (int pass = 0; pass < kPasses; ++pass) {
+      filtered_silu_mul_scalar<<<static_cast<unsigned>(args.rows < wave ? args.rows : wave), kThreads, 0, stream>>>(args);
+      DSV4H_LAUNCH_CHECK("filtered_silu_mul_scalar");
+    }
   }
 }
 
