@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs a test binary linked with a mutant kernel and requires the suite to catch the mutant.
 
-A mutant is caught when at least one test fails on a wrong result (not a crash). The `noop`
+A mutant is caught when at least one test fails on a wrong result that the comparison names (not
+on an error or a crash). The `noop`
 mutant (a kernel that does nothing) must fail every test that ran: no test may pass with the kernel
 replaced by a no-op. Exit 0 caught, 1 survived (or crashed), 77 skipped because no GPU was found.
 Shrunk counterexamples go to $DSV4H_REGRESSION_DIR (a temporary folder unless set), never into
@@ -13,6 +14,10 @@ import os
 import subprocess
 import sys
 import tempfile
+
+# What harness/compare.cpp and the graph replay write when a result is wrong.
+MISMATCH_MARK = "MISMATCH"
+PADDING_MARK = "elements written; padding must write nothing"
 
 
 def main():
@@ -39,11 +44,15 @@ def main():
     tests = [(suite["name"] + "." + t["name"], t) for suite in report["testsuites"] for t in suite["testsuite"]]
     skipped = [name for name, t in tests if t.get("result") == "SKIPPED"]
     failed = [name for name, t in tests if t.get("failures")]
+    # A catch is a wrong result the comparison names, not an error (a crash, a bad launch).
+    mismatched = [name for name, t in tests
+                  if any(MISMATCH_MARK in f.get("failure", "") or PADDING_MARK in f.get("failure", "")
+                         for f in t.get("failures", []))]
     passed = [name for name, t in tests if name not in skipped and name not in failed]
     if "GPU test skipped: " in output and not failed:
         print(f"[  SKIPPED ] mutant {args.mutant}: no GPU found, the mutant was not exercised")
         return 77
-    caught = bool(failed) and (args.mutant != "noop" or not passed)
+    caught = bool(mismatched) and (args.mutant != "noop" or not passed)
     verdict = {"mutant": args.mutant, "caught": caught, "tests": len(tests), "failed": len(failed),
                "passed": len(passed), "skipped": len(skipped), "failed_tests": failed, "passed_tests": passed}
     if args.json:
@@ -53,7 +62,8 @@ def main():
     for name in failed:
         print(f"  caught by {name}")
     if not caught:
-        why = "tests passed with a no-op kernel" if failed else "no test failed"
+        why = ("tests passed with a no-op kernel" if mismatched else
+               "tests failed, but none on a mismatch" if failed else "no test failed")
         print(f"mutant {args.mutant} SURVIVED: {why}: {', '.join(passed) or '-'}")
         return 1
     print(f"mutant {args.mutant} is caught")

@@ -30,6 +30,12 @@ def component_of(suite):
     return "unknown"
 
 
+def worst_budget(checks):
+    """The largest budget_used of a case's checks; "inf" (a check failed outright) wins."""
+    values = [k["budget_used"] for k in checks]
+    return "inf" if "inf" in values else max(values or [0])
+
+
 def load(path):
     with open(path) as f:
         return json.load(f)
@@ -48,8 +54,7 @@ def collect(work):
         v = load(os.path.join(work, "verify.json"))
         part["verify"] = {"device": v["device"], "passed": v["passed"], "failed": v["failed"],
                           "cases": [{"case": c["case"], "source": c["source"], "status": c["status"],
-                                     "budget_used": max([k["budget_used"] for k in c["checks"]
-                                                         if isinstance(k["budget_used"], (int, float))] or [0])}
+                                     "budget_used": worst_budget(c["checks"])}
                                     for c in v["cases"]],
                           "graph_replay": v["graph_replay"]}
     part["mutants"] = [load(p) for p in sorted(glob.glob(os.path.join(work, "mutants", "*.json")))]

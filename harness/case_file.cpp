@@ -64,6 +64,13 @@ CaseFile load_case_file(const std::string& path) {
     }
   }
   if (file.expected && !file.inputs) throw BadInput(path + ": outputs.expected needs the inputs it was computed from");
+  if (file.expected) {
+    const TensorMap outputs = registry().get(c.component()).make_outputs(c);
+    for (const auto& [name, t] : *file.expected)
+      if (!outputs.count(name)) throw BadInput(path + ": outputs.expected." + name + " is not an output of " + c.component());
+    for (const auto& [name, t] : outputs)
+      if (!file.expected->count(name)) throw BadInput(path + ": outputs.expected lacks the output \"" + name + "\"");
+  }
   return file;
 }
 

@@ -64,8 +64,13 @@ OutputComparison compare_output(const std::string& name, const HostTensor& expec
     if (std::isinf(g)) ++r.inf_got;
     double error, allowed;
     if (tolerance == ToleranceClass::exact || !is_float) {
-      error = expected.bits(i) == got.bits(i) ? 0.0 : std::fabs(e - g);
-      if (expected.bits(i) != got.bits(i) && error == 0) error = std::numeric_limits<double>::min();
+      // Differing bits always fail, also where the difference is NaN (NaN vs a number) or 0 (-0 vs 0).
+      error = 0;
+      if (expected.bits(i) != got.bits(i)) {
+        const double diff = std::fabs(e - g);
+        error = std::isnan(diff) ? std::numeric_limits<double>::infinity()
+                                 : std::max(diff, std::numeric_limits<double>::min());
+      }
       allowed = 0;
     } else if (std::isnan(e) || std::isnan(g) || std::isinf(e) || std::isinf(g)) {
       const bool same = (std::isnan(e) && std::isnan(g)) || e == g;

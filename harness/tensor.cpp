@@ -14,6 +14,8 @@ int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) throw std::invalid_argument("negative dimension in shape " + shape_string(shape));
+    if (d > 0 && n > (int64_t{1} << 40) / d)
+      throw std::invalid_argument("shape " + shape_string(shape) + " has more than 2^40 elements");
     n *= d;
   }
   return n;

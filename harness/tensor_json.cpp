@@ -78,10 +78,16 @@ HostTensor tensor_from_json(const nlohmann::json& j, const std::string& where) {
   }
   const nlohmann::json& data = j["data"];
   if (!data.is_array()) throw BadInput(where + ".data: expected an array");
-  HostTensor t(dtype, shape);
-  if (static_cast<int64_t>(data.size()) != t.numel())
+  int64_t numel = 0;
+  try {
+    numel = shape_numel(shape);
+  } catch (const std::invalid_argument& e) {
+    throw BadInput(where + ".shape: " + e.what());
+  }
+  if (static_cast<int64_t>(data.size()) != numel)
     throw BadInput(where + ".data: " + std::to_string(data.size()) + " elements, shape " + shape_string(shape) +
-                   " needs " + std::to_string(t.numel()));
+                   " needs " + std::to_string(numel));
+  HostTensor t(dtype, shape);
   for (int64_t i = 0; i < t.numel(); ++i) {
     const std::string at = where + ".data[" + std::to_string(i) + "]";
     if (dtype_is_float(dtype)) t.set(i, float_element(data[i], at));

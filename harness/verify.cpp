@@ -50,6 +50,7 @@ CaseRun run_case(const Component& component, const Case& c, GpuBackend* gpu,
   try {
     run.inputs = given_inputs ? *given_inputs : component.make_inputs(c);
     TensorMap reference = checked_outputs(component, c, run.inputs);
+    r.work = component.work(c, run.inputs);
     fill_poison(reference, Poison::a);
     auto t0 = std::chrono::steady_clock::now();
     component.reference(c, run.inputs, reference);
@@ -112,7 +113,8 @@ nlohmann::json result_to_json(const CaseResult& r) {
   }
   return {{"component", r.component}, {"case", r.case_text}, {"source", r.source}, {"backend", r.backend},
           {"device", r.device}, {"status", status_name(r.status)}, {"message", r.message},
-          {"reference_ms", r.reference_ms}, {"gpu_ms", r.gpu_ms}, {"reproduce", r.repro}, {"checks", checks}};
+          {"reference_ms", r.reference_ms}, {"gpu_ms", r.gpu_ms}, {"bytes_moved", r.work.bytes_moved},
+          {"flops", r.work.flops}, {"reproduce", r.repro}, {"checks", checks}};
 }
 
 }  // namespace dsv4h

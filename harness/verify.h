@@ -25,6 +25,7 @@ struct CaseResult {
   // "reference vs expected", "gpu vs reference", "gpu poison a vs b", "gpu vs expected".
   std::vector<std::pair<std::string, OutputComparison>> checks;
   double reference_ms = 0, gpu_ms = 0;
+  WorkCount work;  // what one launch of the case must move and compute
   std::string repro;
   bool passed() const { return status == CaseStatus::pass; }
   std::string report() const;  // one line when it passed; every failed check in full otherwise

@@ -21,7 +21,4 @@ struct FilteredSiluMulArgs {
 // Throws (naming the field) on impossible sizes; enqueues one kernel on `stream`, no host sync.
 void launch_filtered_silu_mul(const FilteredSiluMulArgs& args, hipStream_t stream);
 
-// What one launch must move at least: the kept rows' gate_up read and out written, plus the ids.
-int64_t filtered_silu_mul_bytes_moved(int64_t kept_rows, int64_t inter, int64_t num_expert_ids);
-
 }  // namespace dsv4h

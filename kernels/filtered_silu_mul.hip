@@ -31,8 +31,9 @@ __device__ __forceinline__ float bf16_to_float(uint16_t bits) {
 // g / (1 + exp(-g)) turns exp(90) into inf and returns 0 where the exact result (-7.4e-37 for
 // g = -90, u = 10) is a normal float; the suite's adversarial inputs caught that form.
 // Speed: IEEE division and expf made the kernel issue-bound (66% of copy bandwidth), so this uses
-// the hardware exp2 and reciprocal approximations, whose few-ulp fp32 error is far inside one bf16
-// rounding. The exp2 approximation flushes results below 2^-126 to zero, so it computes
+// the hardware exp2 and reciprocal approximations: __expf is documented at 2 + 1.173|x| ulp, about
+// 50 fp32 ulp for the arguments here (|x| <= ~44 before the exp), i.e. ~3e-6 relative, far inside
+// one bf16 rounding (2^-9). The exp2 approximation flushes results below 2^-126 to zero, so it computes
 // e * 2^64 (normal up to |g| = 131, beyond which g * e underflows fp32 anyway) and an ordinary
 // multiplication, which keeps subnormals, removes the scale.
 __device__ __forceinline__ float silu(float g) {
@@ -54,16 +55,17 @@ __device__ __forceinline__ float swiglu(float gate, float up, float limit) {
   return silu(gate) * up;
 }
 
-__device__ __forceinline__ bool row_is_filtered(const int32_t* expert_ids, int64_t row,
-                                                int64_t expert_step) {
+__device__ __forceinline__ bool row_is_filtered(const FilteredSiluMulArgs& args, int64_t row) {
 #if defined(DSV4H_MUTANT_FILTER_IGNORED)
-  (void)expert_ids, (void)row, (void)expert_step;
+  (void)args, (void)row;
   return false;
 #elif defined(DSV4H_MUTANT_EXPERT_STEP_IGNORED)
-  (void)expert_step;
-  return expert_ids[row] == -1;
+  // One id per row, as if expert_step were 1; clamped to the ids that exist, so that the suite
+  // sees wrong rows, not an out-of-bounds read.
+  const int64_t last_id = (args.rows - 1) / args.expert_step;
+  return args.expert_ids[row < last_id ? row : last_id] == -1;
 #else
-  return expert_ids[row / expert_step] == -1;
+  return args.expert_ids[row / args.expert_step] == -1;
 #endif
 }
 
@@ -98,7 +100,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     const int64_t own_row = tile0 + threadIdx.x;
     if (static_cast<int>(threadIdx.x) < tile_rows && own_row < args.rows &&
-        !row_is_filtered(args.expert_ids, own_row, args.expert_step))
+        !row_is_filtered(args, own_row))
       kept_in_tile[atomicAdd(&kept_count, 1)] = static_cast<int>(threadIdx.x);
     __syncthreads();
     const int kept = kept_count;
@@ -137,7 +139,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t chunks_per_row = (args.inter + kVec - 1) / kVec;
 #endif
   for (int64_t row = blockIdx.x; row < args.rows; row += gridDim.x) {
-    if (row_is_filtered(args.expert_ids, row, args.expert_step)) continue;
+    if (row_is_filtered(args, row)) continue;
     const uint16_t* gate = args.gate_up + row * 2 * args.inter;
     const uint16_t* up = gate + args.inter;
     uint16_t* out = args.out + row * args.inter;
@@ -168,10 +170,6 @@ int64_t resident_blocks(Kernel kernel) {
 }
 
 }  // namespace
-
-int64_t filtered_silu_mul_bytes_moved(int64_t kept_rows, int64_t inter, int64_t num_expert_ids) {
-  return kept_rows * inter * 3 * 2 + num_expert_ids * 4;
-}
 
 void launch_filtered_silu_mul(const FilteredSiluMulArgs& args, hipStream_t stream) {
   require(args.rows >= 0, "rows must be >= 0, got " + std::to_string(args.rows));

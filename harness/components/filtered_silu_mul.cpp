@@ -27,7 +27,7 @@ Sizes sizes_of(const Case& c) {
   if (s.step <= 0) throw bad("step (expert_step) must be > 0");
   if (!(s.kept >= 0 && s.kept <= 1)) throw bad("kept must be in [0, 1]");
   if (!(s.limit >= 0)) throw bad("limit (swiglu_limit) must be >= 0");
-  if (s.rows * 2 * s.inter > (int64_t{1} << 34)) throw bad("rows * 2 * inter above 2^34 elements");
+  if (s.rows > 0 && s.inter > (int64_t{1} << 34) / (2 * s.rows)) throw bad("rows * 2 * inter above 2^34 elements");
   s.num_ids = (s.rows + s.step - 1) / s.step;
   return s;
 }

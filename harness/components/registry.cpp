@@ -34,8 +34,8 @@ Case parse_case(const std::string& text, uint64_t default_seed) {
   uint64_t seed = default_seed;
   if (auto it = values.find("seed"); it != values.end()) {
     const std::string& s = it->second;
-    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
-      throw BadInput(name + ": seed must be a non-negative integer, got \"" + s + "\"");
+    if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos)
+      throw BadInput(name + ": seed must be a non-negative integer below 10^19, got \"" + s + "\"");
     seed = std::stoull(s);
     values.erase(it);
   }

@@ -114,8 +114,9 @@ Night load_night(const std::string& path) {
   for (size_t i = 0; i < entries.size(); ++i) {
     if (!entries[i].is_object()) throw BadInput(path + ": field \"benchmarks[" + std::to_string(i) + "]\" must be an object");
     // An entry without run_type comes from a run without repetitions: it is the one sample.
-    const std::string run_type = entries[i].value("run_type", std::string("iteration"));
-    if (run_type == "iteration") read_repetition(path, entries[i], i, night);
+    const std::string where = "benchmarks[" + std::to_string(i) + "].";
+    const std::string run_type = optional_string(path, entries[i], where, "run_type");
+    if (run_type.empty() || run_type == "iteration") read_repetition(path, entries[i], i, night);
   }
   if (night.benchmarks.empty()) throw BadInput(path + ": field \"benchmarks\" holds no repetition (run_type \"iteration\")");
   return night;

@@ -86,7 +86,9 @@ MannWhitney mann_whitney(const std::vector<double>& a, const std::vector<double>
 // absolute deviation of each night from its own side's median (a night put on the wrong side
 // adds its whole shift to the spread, so the best score falls on the true split). The best split
 // is a step when the Mann-Whitney test between the two sides gives p < alpha and the shift
-// |after / before - 1| exceeds the threshold.
+// |after / before - 1| exceeds the threshold. With alpha 0.05 the test can only reach p < alpha
+// when the sides are long enough (2 nights after a step need at least 8 before it, 3 after need
+// 5): a step in the last nights of a short history shows up in the night-to-night compare first.
 std::optional<Step> detect_step(const std::vector<double>& nightly_medians, double threshold, double alpha) {
   constexpr size_t kMinSide = 2;
   const size_t n = nightly_medians.size();

@@ -122,7 +122,7 @@ void BM_filtered_silu_mul(benchmark::State& state) {
   int64_t kept_rows_all_sets = 0;
   for (int64_t r = 0; r < sets * rows; ++r) kept_rows_all_sets += ids[r] != -1;
   const double kept_rows = static_cast<double>(kept_rows_all_sets) / sets;
-  const double bytes = kept_rows * kInter * 6 + rows * 4;
+  const double bytes = kept_rows * kInter * 6 + rows * 4;  // the count of the descriptor's work()
   const int64_t k = launches_per_sample(static_cast<int64_t>(bytes));
 
   auto launch = [&](int64_t set) {

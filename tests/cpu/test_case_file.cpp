@@ -59,6 +59,17 @@ TEST_F(CaseFileTest, MalformedFilesNameTheField) {
   expect_bad(std::string("{") + kCase + R"j(, "inputs": {"x": {"dtype": "f32", "shape": [-1], "data": []}}})j",
              "inputs.x.shape: expected non-negative integers");
   expect_bad(std::string("{") + kCase + R"j(, "seed": 2, "case": "filtered_silu_mul(seed=3)"})j", "disagrees");
+  const std::string inputs = R"j("inputs": {"gate_up": {"dtype": "bf16", "shape": [2, 4], "data": [1,2,3,4,5,6,7,8]},
+                                            "expert_ids": {"dtype": "i32", "shape": [2], "data": [0, -1]}})j";
+  expect_bad(std::string("{") + kCase + ", " + inputs + R"j(, "outputs": {"expected": {}}})j",
+             "outputs.expected lacks the output \"out\"");
+  expect_bad(std::string("{") + kCase + ", " + inputs +
+                 R"j(, "outputs": {"expected": {"outt": {"dtype": "bf16", "shape": [1], "data": [1]}}}})j",
+             "outputs.expected.outt is not an output of filtered_silu_mul");
+  expect_bad(std::string("{") + kCase + R"j(, "inputs": {"x": {"dtype": "u8", "shape": [100000000000000], "data": [1]}}})j",
+             "inputs.x.shape: shape [100000000000000] has more than 2^40 elements");
+  expect_bad(std::string("{") + kCase + R"j(, "inputs": {"x": {"dtype": "u8", "shape": [1000000000000], "data": [1]}}})j",
+             "inputs.x.data: 1 elements, shape [1000000000000] needs 1000000000000");  // refused before allocating
 }
 
 TEST_F(CaseFileTest, DumpLoadsBackBitForBit) {

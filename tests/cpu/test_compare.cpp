@@ -58,6 +58,17 @@ TEST(Compare, NanAgainstANumberFails) {
   EXPECT_EQ(c.nan_got, 1);
 }
 
+TEST(Compare, ExactNanAgainstANumberFails) {
+  HostTensor e(DType::bf16, {2}), g(DType::bf16, {2});
+  e.set(0, 1.0), g.set(0, NAN);
+  e.set(1, 0.0), g.set(1, -0.0);
+  const OutputComparison c = compare_output("out", e, Poison::a, g, Poison::a, ToleranceClass::exact);
+  EXPECT_EQ(c.value_mismatches, 2);
+  HostTensor e8(DType::fp8_e4m3, {1}), g8(DType::fp8_e4m3, {1});
+  e8.set(0, 1.0), g8.set_bits(0, 0x7f);
+  EXPECT_FALSE(compare_output("q", e8, Poison::a, g8, Poison::b, ToleranceClass::exact).passed());
+}
+
 TEST(Compare, IntegersAreExact) {
   HostTensor e(DType::i32, {2, 2}), g(DType::i32, {2, 2});
   for (int i = 0; i < 4; ++i) e.set(i, i), g.set(i, i);
