@@ -27,6 +27,27 @@ TEST(PropertySupport, BoundarySizesComeUpOften) {
   EXPECT_GT(boundary, 100);
 }
 
+// The smallest size from which `fails` holds, as RapidCheck shrinks boundary_size: the last failing
+// run of a property is its shrunk counterexample (what save_regression relies on).
+int64_t shrunk_size(int64_t fails_from) {
+  int64_t last_failing = -1;
+  const bool ok = rc::check("fails from " + std::to_string(fails_from), [&] {
+    const int64_t rows = *property::boundary_size(0, 5000, {64, 256});
+    if (rows >= fails_from) {
+      last_failing = rows;
+      RC_FAIL("too many rows");
+    }
+  });
+  EXPECT_FALSE(ok);
+  return last_failing;
+}
+
+TEST(PropertySupport, ShrinksToTheSmallestFailingSize) {
+  EXPECT_EQ(shrunk_size(63), 63);  // a boundary (tile - 1): found exactly
+  EXPECT_EQ(shrunk_size(129), 129);
+  EXPECT_LE(shrunk_size(3), 4);    // between boundaries: the next boundary at worst
+}
+
 TEST(PropertySupport, SavedRegressionLoadsBackAsTheSameCase) {
   const std::string dir = (std::filesystem::temp_directory_path() / ("dsv4h_regr_" + std::to_string(::getpid()))).string();
   ::setenv("DSV4H_REGRESSION_DIR", dir.c_str(), 1);
