@@ -159,7 +159,8 @@ void require(bool ok, const std::string& message) {
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // One wave: as many blocks as fit on the device at once. A grid-stride loop over a larger grid
-// would run its last blocks in a second, mostly idle wave.
+// would run its last blocks in a second, mostly idle wave. Computed once per process, for the
+// device of the first launch (the harness uses one device); elsewhere it only costs speed.
 template <typename Kernel>
 int64_t resident_blocks(Kernel kernel) {
   int device = 0, sms = 0, per_sm = 0;
