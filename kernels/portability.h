@@ -22,16 +22,12 @@ using hipEvent_t = cudaEvent_t;
 using hipGraph_t = cudaGraph_t;
 using hipGraphExec_t = cudaGraphExec_t;
 using hipDeviceProp_t = cudaDeviceProp;
-using hipStreamCaptureStatus = cudaStreamCaptureStatus;
 
 #define hipSuccess cudaSuccess
-#define hipErrorNoDevice cudaErrorNoDevice
-#define hipErrorInsufficientDriver cudaErrorInsufficientDriver
 #define hipMemcpyHostToDevice cudaMemcpyHostToDevice
 #define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
 #define hipStreamCaptureModeGlobal cudaStreamCaptureModeGlobal
-#define hipStreamCaptureStatusNone cudaStreamCaptureStatusNone
 
 #define hipGetErrorName cudaGetErrorName
 #define hipGetErrorString cudaGetErrorString
@@ -43,16 +39,13 @@ using hipStreamCaptureStatus = cudaStreamCaptureStatus;
 #define hipDeviceGetAttribute cudaDeviceGetAttribute
 #define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
 #define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
-#define hipDeviceSynchronize cudaDeviceSynchronize
 #define hipMalloc cudaMalloc
 #define hipFree cudaFree
 #define hipMemcpy cudaMemcpy
 #define hipMemcpyAsync cudaMemcpyAsync
-#define hipMemsetAsync cudaMemsetAsync
 #define hipStreamCreate cudaStreamCreate
 #define hipStreamDestroy cudaStreamDestroy
 #define hipStreamSynchronize cudaStreamSynchronize
-#define hipStreamIsCapturing cudaStreamIsCapturing
 #define hipStreamBeginCapture cudaStreamBeginCapture
 #define hipStreamEndCapture cudaStreamEndCapture
 #define hipGraphInstantiate(exec, graph, error_node, log, log_size) cudaGraphInstantiate(exec, graph, 0)
