@@ -39,7 +39,9 @@ struct Component {
   // Writes what the component writes into the poisoned outputs, and nothing else.
   std::function<void(const Case&, const TensorMap& inputs, TensorMap& outputs)> reference;
   // Inputs of a batch of `case` rows, padded to `bucket` rows the way an engine pads a captured
-  // graph's batch; padding rows must leave every output untouched.
+  // graph's static buffers. Graph replay requires the bucket's replay to equal `reference` run on
+  // these inputs at the bucket's case, so the reference states what padding may write (a sink slot,
+  // a tail reset) and everything it leaves poisoned must stay unwritten.
   std::function<TensorMap(const Case&, const TensorMap& inputs, int64_t bucket)> pad_batch;
   std::function<WorkCount(const Case&, const TensorMap& inputs)> work;
   // Enqueues the kernel(s) on `stream` (a hipStream_t); empty in builds without GPU kernels.

@@ -36,9 +36,10 @@ class GpuBackend {
   virtual std::string device_name() const = 0;
   // Uploads inputs, poisons the outputs, launches once, waits, and returns what the GPU wrote.
   virtual TensorMap run(const Component& component, const Case& c, const TensorMap& inputs, Poison poison) = 0;
-  // Captures the component at every bucket, then for every batch 1..max_batch replays the smallest
-  // bucket that holds it and compares the real rows with the reference and with an eager run, and
-  // the padding rows with the poison. A failed capture throws, naming what broke it.
+  // Captures the component at every bucket, then for every batch 1..max_batch pads fresh inputs to
+  // the smallest bucket that holds it, replays that bucket's graph into poisoned outputs, and
+  // compares every output with the reference and with an eager launch, both run on the same padded
+  // inputs at the bucket's case. A failed capture throws, naming what broke it.
   virtual ReplayResult graph_replay(const Component& component, const Case& base, const ReplayOptions& options) = 0;
 };
 

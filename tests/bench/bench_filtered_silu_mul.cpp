@@ -110,8 +110,12 @@ Pool& pool() {
   return p;
 }
 
-// Launches per timing sample: enough back-to-back launches to cover launch latency at small R.
-int64_t launches_per_sample(int64_t bytes) { return std::clamp<int64_t>((int64_t{64} << 20) / std::max<int64_t>(bytes, 1), 1, 64); }
+// Launches per timing sample: at least 8 back to back, and enough to cover 256 MB, so that a sample
+// measures device time per launch, as in a model's stream or graph, not host launch and event
+// latency (which one launch per sample folded into mid-size results).
+int64_t launches_per_sample(int64_t bytes) {
+  return std::clamp<int64_t>((int64_t{256} << 20) / std::max<int64_t>(bytes, 1), 8, 64);
+}
 
 void BM_filtered_silu_mul(benchmark::State& state) {
   Pool& p = pool();

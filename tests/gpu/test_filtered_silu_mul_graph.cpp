@@ -1,6 +1,6 @@
 // filtered_silu_mul captured into a graph at the engine's bucket sizes and replayed at every batch
-// size 1..256: real rows equal the reference and the eager run bit for bit, padding rows (expert
-// id -1) stay unwritten.
+// size 1..256: the replay equals the reference and, bit for bit, an eager launch on the same padded
+// inputs; padding rows (expert id -1) stay unwritten.
 #include <gtest/gtest.h>
 
 #include "gpu_env.h"
