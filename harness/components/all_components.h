@@ -7,6 +7,8 @@
 namespace dsv4h {
 
 Component filtered_silu_mul_component();
+Component attn_metadata_component();
+Component mtp_expand_component();
 
 void attach_gpu_launchers(Registry& registry);
 

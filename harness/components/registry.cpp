@@ -22,6 +22,8 @@ const Registry& registry() {
   static const Registry r = [] {
     Registry all;
     all.add(filtered_silu_mul_component());
+    all.add(attn_metadata_component());
+    all.add(mtp_expand_component());
     attach_gpu_launchers(all);
     return all;
   }();

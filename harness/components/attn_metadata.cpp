@@ -1,0 +1,294 @@
+// Descriptor of `attn_metadata` (spec 6, review findings 1 and 2): one forward step's attention
+// metadata built into a staging set ("temp_*", the real rows only), copied into the graph buffer
+// set (the fields without prefix: fixed addresses, the bucket's rows, the capture widths) with
+// the tail reset to padding, and read by a consumer (`swa_gathered`, a gather through
+// swa_page_indices) as a layer would. The real request count is device data (`num_reqs`): inside
+// a captured graph nothing may read it on the host.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "../../reference/attn_metadata.h"
+#include "../errors.h"
+#include "../random.h"
+#include "all_components.h"
+#include "index_tensors.h"
+
+namespace dsv4h {
+namespace {
+
+using reference::AttnMetadata;
+using reference::kMetadataFields;
+using reference::MetadataField;
+using reference::MetadataWidths;
+
+enum Mode : int64_t { kDecode = 0, kPrefill = 1, kVerify = 2, kDraft = 3 };
+
+struct Sizes {
+  int64_t bs, real, mode, extend, topk, ctx, max_seq_len, index_topk, pool, swa_slots;
+  int64_t rows_per_req, rows, full_slots;
+  MetadataWidths capture, temp;
+};
+
+Sizes sizes_of(const Case& c) {
+  Sizes s{c.integer("bs"),         c.integer("real"),       c.integer("mode"), c.integer("extend"),
+          c.integer("topk"),       c.integer("ctx"),        c.integer("max_seq_len"),
+          c.integer("index_topk"), c.integer("pool"),       c.integer("swa_slots"),
+          0, 0, 0, {}, {}};
+  const auto bad = [&](const std::string& why) { return BadInput("attn_metadata: " + why + " in " + c.str()); };
+  if (s.bs < 0) throw bad("bs must be >= 0");
+  if (s.real == -1) s.real = s.bs;
+  if (s.real < 0 || s.real > s.bs)
+    throw bad("real = " + std::to_string(s.real) + " requests do not fit the bucket's bs = " + std::to_string(s.bs));
+  if (s.mode < kDecode || s.mode > kDraft) throw bad("mode must be 0 (decode), 1 (prefill), 2 (target verify) or 3 (draft decode)");
+  if (s.extend < 1) throw bad("extend must be >= 1");
+  if (s.topk < 1) throw bad("topk must be >= 1, got " + std::to_string(s.topk));
+  if (s.ctx < 1 || s.ctx > (1 << 24)) throw bad("ctx must be in [1, 2^24]");
+  if (s.max_seq_len == -1) s.max_seq_len = s.ctx;
+  if (s.max_seq_len < 1 || s.max_seq_len > s.ctx)
+    throw bad("max_seq_len (the staging widths) = " + std::to_string(s.max_seq_len) +
+              " must be in [1, ctx (the buffer widths) = " + std::to_string(s.ctx) + "]");
+  if (s.index_topk < 64 || s.index_topk % 64) throw bad("index_topk must be a positive multiple of 64");
+  if ((s.mode == kVerify || s.mode == kPrefill) && s.extend > s.max_seq_len)
+    throw bad("extend must not exceed max_seq_len");
+  if (s.pool < 1 || s.pool < s.real) throw bad("pool must be >= 1 and hold the real requests");
+  if (s.swa_slots < 1 || s.swa_slots > (1 << 26)) throw bad("swa_slots must be in [1, 2^26]");
+  const int64_t pages = (s.ctx + reference::kPageSize - 1) / reference::kPageSize;
+  if (s.pool * pages * reference::kPageSize > (int64_t{1} << 28)) throw bad("pool * ctx above 2^28 slots");
+  s.rows_per_req = s.mode == kDecode ? 1 : s.mode == kDraft ? s.topk : s.extend;
+  s.rows = s.bs * s.rows_per_req;
+  if (s.rows > (1 << 20)) throw bad("bs * rows per request above 2^20");
+  s.full_slots = (s.pool * pages + 1) * reference::kPageSize;
+  s.capture = MetadataWidths::for_seq_len(s.ctx, s.index_topk);
+  s.temp = MetadataWidths::for_seq_len(s.max_seq_len, s.index_topk);
+  return s;
+}
+
+// Half the draws at a boundary of the C4/C128 blocks, the SWA window or a page, the rest uniform.
+int64_t pick_seq_len(Rng& rng, int64_t lo, int64_t hi) {
+  if (rng.uniform() < 0.5) {
+    std::vector<int64_t> edges = {lo, hi, 1, 3, 4, 5, 127, 128, 129, 255, 256, 257};
+    if (hi >= 511) {
+      const int64_t k = rng.integer(1, (hi + 1) / 512);
+      edges.insert(edges.end(), {512 * k - 1, 512 * k, 512 * k + 1});
+    }
+    edges.erase(std::remove_if(edges.begin(), edges.end(), [&](int64_t v) { return v < lo || v > hi; }), edges.end());
+    return edges[static_cast<size_t>(rng.integer(0, static_cast<int64_t>(edges.size()) - 1))];
+  }
+  return rng.integer(lo, hi);
+}
+
+int32_t extend_of(const Sizes& s, Rng& rng) {
+  if (s.mode == kVerify) return static_cast<int32_t>(s.extend);
+  if (s.mode == kPrefill) return static_cast<int32_t>(rng.integer(1, s.extend));
+  return 1;
+}
+
+TensorMap make_inputs(const Case& c) {
+  const Sizes s = sizes_of(c);
+  Rng rng(c.seed());
+  const int64_t pages = (s.ctx + reference::kPageSize - 1) / reference::kPageSize;
+  // Each request slot owns whole pages drawn at random; page 0 stays the write sink.
+  std::vector<int32_t> page_ids(static_cast<size_t>(s.pool * pages));
+  for (size_t i = 0; i < page_ids.size(); ++i) page_ids[i] = static_cast<int32_t>(i + 1);
+  for (size_t i = page_ids.size(); i > 1; --i) std::swap(page_ids[i - 1], page_ids[static_cast<size_t>(rng.integer(0, i - 1))]);
+  HostTensor req_to_token(DType::i32, {s.pool, s.ctx});
+  int32_t* r2t = req_to_token.data<int32_t>();
+  for (int64_t slot = 0; slot < s.pool; ++slot)
+    for (int64_t pos = 0; pos < s.ctx; ++pos)
+      r2t[slot * s.ctx + pos] = static_cast<int32_t>(page_ids[slot * pages + pos / 256] * 256 + pos % 256);
+  HostTensor full_to_swa(DType::i32, {s.full_slots});
+  fill_integers(full_to_swa, rng, 0, s.swa_slots - 1);
+  HostTensor swa_kv(DType::i32, {s.swa_slots});
+  fill_integers(swa_kv, rng, -(1 << 30), 1 << 30);
+
+  // Distinct request slots; requests beyond the real ones look like an engine's padded batch.
+  std::vector<int32_t> slots(static_cast<size_t>(s.pool));
+  for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int32_t>(i);
+  for (size_t i = slots.size(); i > 1; --i) std::swap(slots[i - 1], slots[static_cast<size_t>(rng.integer(0, i - 1))]);
+  HostTensor req_pool_indices(DType::i32, {s.bs}), seq_lens(DType::i32, {s.bs}), extend_lens(DType::i32, {s.bs});
+  HostTensor out_cache_loc(DType::i32, {s.rows}), num_reqs(DType::i32, {1});
+  std::memset(out_cache_loc.bytes(), 0, out_cache_loc.nbytes());
+  int64_t row = 0;
+  for (int64_t r = 0; r < s.bs; ++r) {
+    const bool real = r < s.real;
+    const int32_t req = real ? slots[static_cast<size_t>(r)] : static_cast<int32_t>(rng.integer(0, s.pool - 1));
+    const int32_t extend = real ? extend_of(s, rng) : 1;
+    const int64_t seq_len = real ? pick_seq_len(rng, extend, s.max_seq_len) : 1;
+    req_pool_indices.data<int32_t>()[r] = req;
+    extend_lens.data<int32_t>()[r] = extend;
+    seq_lens.data<int32_t>()[r] = static_cast<int32_t>(seq_len);
+    if (!real) continue;
+    for (int64_t i = 0; i < extend; ++i)
+      for (int64_t copy = 0; copy < (s.mode == kDraft ? s.topk : 1); ++copy, ++row)
+        out_cache_loc.data<int32_t>()[row] =
+            copy == 0 ? r2t[req * s.ctx + seq_len - extend + i] : static_cast<int32_t>(rng.integer(1, s.full_slots - 1));
+  }
+  num_reqs.data<int32_t>()[0] = static_cast<int32_t>(s.real);
+  return {{"req_to_token", std::move(req_to_token)}, {"full_to_swa", std::move(full_to_swa)},
+          {"swa_kv", std::move(swa_kv)}, {"req_pool_indices", std::move(req_pool_indices)},
+          {"seq_lens", std::move(seq_lens)}, {"extend_lens", std::move(extend_lens)},
+          {"out_cache_loc", std::move(out_cache_loc)}, {"num_reqs", std::move(num_reqs)}};
+}
+
+void validate_inputs(const Case& c, const TensorMap& inputs) {
+  const Sizes s = sizes_of(c);
+  const std::string name = "attn_metadata";
+  require_i32(name, inputs, "req_to_token", {s.pool, s.ctx});
+  require_i32(name, inputs, "full_to_swa", {s.full_slots});
+  require_i32(name, inputs, "swa_kv", {s.swa_slots});
+  for (const char* per_request : {"req_pool_indices", "seq_lens", "extend_lens"}) require_i32(name, inputs, per_request, {s.bs});
+  require_i32(name, inputs, "out_cache_loc", {s.rows});
+  require_i32(name, inputs, "num_reqs", {1});
+  if (inputs.size() != 8)
+    throw BadInput("attn_metadata: unknown input (inputs: req_to_token, full_to_swa, swa_kv, req_pool_indices, "
+                   "seq_lens, extend_lens, out_cache_loc, num_reqs)");
+  const auto values = [&](const char* n) { return inputs.at(n).data<int32_t>(); };
+  const auto bad = [](const std::string& what, int64_t i, int64_t v, const std::string& why) {
+    return BadInput("attn_metadata: " + what + "[" + std::to_string(i) + "] = " + std::to_string(v) + ": " + why);
+  };
+  for (int64_t i = 0; i < s.pool * s.ctx; ++i)
+    if (values("req_to_token")[i] < 0 || values("req_to_token")[i] >= s.full_slots)
+      throw bad("req_to_token", i, values("req_to_token")[i], "outside the " + std::to_string(s.full_slots) + " full slots");
+  for (int64_t i = 0; i < s.full_slots; ++i)
+    if (values("full_to_swa")[i] < 0 || values("full_to_swa")[i] >= s.swa_slots)
+      throw bad("full_to_swa", i, values("full_to_swa")[i], "outside the SWA slots");
+  const int32_t n = values("num_reqs")[0];
+  if (n < 0 || n > s.bs) throw bad("num_reqs", 0, n, "more real requests than the bucket's bs = " + std::to_string(s.bs));
+  for (int64_t r = 0; r < n; ++r) {
+    const int32_t req = values("req_pool_indices")[r], extend = values("extend_lens")[r], len = values("seq_lens")[r];
+    if (req < 0 || req >= s.pool) throw bad("req_pool_indices", r, req, "outside the pool");
+    const bool extend_ok = s.mode == kPrefill ? extend >= 1 && extend <= s.extend
+                                              : extend == (s.mode == kVerify ? s.extend : 1);
+    if (!extend_ok) throw bad("extend_lens", r, extend, "does not fit the mode");
+    if (len < extend || len > s.max_seq_len)
+      throw bad("seq_lens", r, len, "needs extend_lens <= seq_lens <= max_seq_len = " + std::to_string(s.max_seq_len));
+  }
+  for (int64_t i = 0; i < s.rows; ++i)
+    if (values("out_cache_loc")[i] < 0) throw bad("out_cache_loc", i, values("out_cache_loc")[i], "a slot is >= 0");
+}
+
+TensorMap make_outputs(const Case& c) {
+  const Sizes s = sizes_of(c);
+  TensorMap out;
+  for (const MetadataField& f : kMetadataFields) {
+    out.emplace(f.name, HostTensor(DType::i32, {s.rows, reference::field_columns(f, s.capture)}));
+    out.emplace(std::string("temp_") + f.name, HostTensor(DType::i32, {s.rows, reference::field_columns(f, s.temp)}));
+  }
+  out.emplace("temp_num_rows", HostTensor(DType::i32, {1}));
+  out.emplace("swa_gathered", HostTensor(DType::i32, {s.rows, reference::kSwaWindow}));
+  return out;
+}
+
+void run_reference(const Case& c, const TensorMap& inputs, TensorMap& outputs) {
+  const Sizes s = sizes_of(c);
+  reference::StepInputs in;
+  in.req_to_token = to_index_matrix(inputs.at("req_to_token"));
+  in.full_to_swa = to_index_matrix(inputs.at("full_to_swa"));
+  in.req_pool_indices = to_index_matrix(inputs.at("req_pool_indices"));
+  in.seq_lens = to_index_matrix(inputs.at("seq_lens"));
+  in.extend_lens = to_index_matrix(inputs.at("extend_lens"));
+  in.out_cache_loc = to_index_matrix(inputs.at("out_cache_loc"));
+  in.num_reqs = inputs.at("num_reqs").data<int32_t>()[0];
+  in.row_repeat = s.mode == kDraft ? s.topk : 1;
+  const AttnMetadata temp = reference::build_attn_metadata(in, s.temp);
+  AttnMetadata buffers = reference::padding_metadata(s.rows, s.capture);
+  reference::copy_into(buffers, temp);
+  for (const MetadataField& f : kMetadataFields) {
+    write_rows(outputs.at(std::string("temp_") + f.name), temp.*f.member);
+    write_rows(outputs.at(f.name), buffers.*f.member);
+  }
+  outputs.at("temp_num_rows").data<int32_t>()[0] = static_cast<int32_t>(temp.rows());
+  // The consumer: the SWA values a row attends to, 0 where the column is beyond its length or -1.
+  const int32_t* swa_kv = inputs.at("swa_kv").data<int32_t>();
+  reference::IndexMatrix gathered(s.rows, reference::kSwaWindow);
+  for (int64_t row = 0; row < s.rows; ++row)
+    for (int64_t k = 0; k < reference::kSwaWindow; ++k) {
+      const int32_t slot = buffers.swa_page_indices(row, k);
+      gathered(row, k) = k < buffers.swa_topk_lengths(row, 0) && slot >= 0 && slot < s.swa_slots ? swa_kv[slot] : 0;
+    }
+  write_rows(outputs.at("swa_gathered"), gathered);
+}
+
+// The engine's padded static inputs (spec 6.3): seq_lens 1 and extend 1 beyond the real requests,
+// req_pool_indices stale there, out_cache_loc zeroed; num_reqs keeps the real count.
+TensorMap pad_batch(const Case& c, const TensorMap& inputs, int64_t bucket) {
+  const Sizes s = sizes_of(c);
+  if (bucket < s.bs) throw BadInput("attn_metadata: bucket " + std::to_string(bucket) + " < bs " + std::to_string(s.bs));
+  Rng rng(c.seed() ^ 0x5eed0fba7c4ULL);
+  TensorMap padded = {{"req_to_token", inputs.at("req_to_token")}, {"full_to_swa", inputs.at("full_to_swa")},
+                      {"swa_kv", inputs.at("swa_kv")}, {"num_reqs", inputs.at("num_reqs")}};
+  const auto grow = [&](const char* name, int64_t length, const std::function<int32_t()>& fill) {
+    const HostTensor& real = inputs.at(name);
+    HostTensor t(DType::i32, {length});
+    std::memcpy(t.bytes(), real.bytes(), real.nbytes());
+    for (int64_t i = real.numel(); i < length; ++i) t.data<int32_t>()[i] = fill();
+    padded.emplace(name, std::move(t));
+  };
+  grow("req_pool_indices", bucket, [&] { return static_cast<int32_t>(rng.integer(0, s.pool - 1)); });
+  grow("seq_lens", bucket, [] { return 1; });
+  grow("extend_lens", bucket, [] { return 1; });
+  grow("out_cache_loc", bucket * s.rows_per_req, [] { return 0; });
+  return padded;
+}
+
+WorkCount work(const Case& c, const TensorMap& inputs) {
+  const Sizes s = sizes_of(c);
+  reference::StepInputs in;
+  in.extend_lens = to_index_matrix(inputs.at("extend_lens"));
+  in.num_reqs = inputs.at("num_reqs").data<int32_t>()[0];
+  in.row_repeat = s.mode == kDraft ? s.topk : 1;
+  const int64_t real_rows = reference::query_rows(in);
+  int64_t temp_cols = 0, buffer_cols = 0;
+  for (const MetadataField& f : kMetadataFields) {
+    temp_cols += reference::field_columns(f, s.temp);
+    buffer_cols += reference::field_columns(f, s.capture);
+  }
+  // Per real row: 128 req_to_token and 128 full_to_swa reads and one per page, the staging row
+  // written and read back; per bucket row: the buffer row written, and the consumer's 128 index
+  // reads, 128 gathers and 128 writes. All int32.
+  const double ints = static_cast<double>(real_rows * (256 + s.temp.page_cols + 2 * temp_cols) +
+                                          s.rows * (buffer_cols + 3 * reference::kSwaWindow));
+  return {4 * ints, 0};
+}
+
+}  // namespace
+
+Component attn_metadata_component() {
+  Component c;
+  c.name = "attn_metadata";
+  c.summary = "attention metadata of a step (spec 6.2), copied into the graph buffers with the tail reset to padding (6.4)";
+  c.params = {
+      {"bs", ParamKind::integer, "8", "requests the buffer set holds (the captured bucket)"},
+      {"real", ParamKind::integer, "-1", "real requests n <= bs (num_reqs, device data); -1 = bs"},
+      {"mode", ParamKind::integer, "0", "0 decode, 1 prefill (expanded causally), 2 target verify, 3 draft decode"},
+      {"extend", ParamKind::integer, "4", "target verify: draft tokens per request; prefill: most new tokens per request"},
+      {"topk", ParamKind::integer, "1", "draft decode: rows per request (request-major)"},
+      {"ctx", ParamKind::integer, "1024", "req_to_token columns = MAX_SEQ_LEN_FOR_CAPTURE (the buffers' widths)"},
+      {"max_seq_len", ParamKind::integer, "-1", "longest sequence of the step (the staging widths); -1 = ctx"},
+      {"index_topk", ParamKind::integer, "512", "c4_sparse_page_indices columns"},
+      {"pool", ParamKind::integer, "256", "request slots of req_to_token"},
+      {"swa_slots", ParamKind::integer, "65536", "SWA slots (full_to_swa's range; the consumer's swa_kv)"},
+  };
+  c.verify_cases = {
+      "attn_metadata(bs=1,mode=0)",
+      "attn_metadata(bs=8,real=3,mode=0,ctx=2048,max_seq_len=700)",
+      "attn_metadata(bs=8,real=1,mode=2,extend=4)",
+      "attn_metadata(bs=16,real=11,mode=1,extend=8)",
+      "attn_metadata(bs=8,real=5,mode=3,topk=3)",
+      "attn_metadata(bs=64,mode=2,extend=2,ctx=4096,max_seq_len=2000)",
+      "attn_metadata(bs=4,real=0,mode=0)",
+      "attn_metadata(bs=2,mode=0,ctx=524289,pool=2,index_topk=1024)",
+  };
+  c.batch_param = "bs";
+  c.replay_case = "attn_metadata(bs=1,mode=0,ctx=2048,max_seq_len=1300)";
+  c.make_inputs = make_inputs;
+  c.validate_inputs = validate_inputs;
+  c.make_outputs = make_outputs;
+  c.reference = run_reference;
+  c.pad_batch = pad_batch;
+  c.work = work;
+  return c;
+}
+
+}  // namespace dsv4h
