@@ -9,6 +9,7 @@ namespace dsv4h {
 Component filtered_silu_mul_component();
 Component attn_metadata_component();
 Component mtp_expand_component();
+Component memory_pool_component();
 
 void attach_gpu_launchers(Registry& registry);
 

@@ -24,6 +24,7 @@ const Registry& registry() {
     all.add(filtered_silu_mul_component());
     all.add(attn_metadata_component());
     all.add(mtp_expand_component());
+    all.add(memory_pool_component());
     attach_gpu_launchers(all);
     return all;
   }();
