@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Runs a test binary linked with a mutant kernel and requires the suite to catch the mutant.
 
-A mutant is caught when at least one test fails on a wrong result that the comparison names (not
-on an error or a crash). The `noop`
+A mutant is caught when at least one test fails on a wrong result that the comparison names, or on
+a graph capture that the launch sequence broke (not on another error or a crash). The `noop`
 mutant (a kernel that does nothing) must fail every test that ran: no test may pass with the kernel
 replaced by a no-op. Exit 0 caught, 1 survived (or crashed), 77 skipped because no GPU was found.
 Shrunk counterexamples go to $DSV4H_REGRESSION_DIR (a temporary folder unless set), never into
@@ -17,6 +17,9 @@ import tempfile
 
 # What harness/compare.cpp writes when a result is wrong (also for the graph replay).
 MISMATCH_MARK = "MISMATCH"
+# What harness/gpu/graph_replay.cpp raises when a launch sequence breaks its capture (a host sync,
+# e.g. the .item() of review finding 1): the loud failure such a mutant must cause.
+CAPTURE_MARK = "graph capture of"
 
 
 def main():
@@ -43,9 +46,11 @@ def main():
     tests = [(suite["name"] + "." + t["name"], t) for suite in report["testsuites"] for t in suite["testsuite"]]
     skipped = [name for name, t in tests if t.get("result") == "SKIPPED"]
     failed = [name for name, t in tests if t.get("failures")]
-    # A catch is a wrong result the comparison names, not an error (a crash, a bad launch).
+    # A catch is a wrong result the comparison names, or a capture the sequence broke; not another
+    # error (a crash, a bad launch).
     mismatched = [name for name, t in tests
-                  if any(MISMATCH_MARK in f.get("failure", "") for f in t.get("failures", []))]
+                  if any(MISMATCH_MARK in f.get("failure", "") or CAPTURE_MARK in f.get("failure", "")
+                         for f in t.get("failures", []))]
     passed = [name for name, t in tests if name not in skipped and name not in failed]
     if "GPU test skipped: " in output and not failed:
         print(f"[  SKIPPED ] mutant {args.mutant}: no GPU found, the mutant was not exercised")

@@ -272,6 +272,7 @@ Component attn_metadata_component() {
   };
   c.verify_cases = {
       "attn_metadata(bs=1,mode=0)",
+      "attn_metadata(bs=8,real=1,mode=0)",
       "attn_metadata(bs=8,real=3,mode=0,ctx=2048,max_seq_len=700)",
       "attn_metadata(bs=8,real=1,mode=2,extend=4)",
       "attn_metadata(bs=16,real=11,mode=1,extend=8)",

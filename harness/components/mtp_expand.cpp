@@ -11,6 +11,7 @@
 #include "../random.h"
 #include "all_components.h"
 #include "index_tensors.h"
+#include "mtp_expand.h"
 
 namespace dsv4h {
 namespace {
@@ -104,6 +105,8 @@ WorkCount work(const Case& c, const TensorMap&) {
 
 }  // namespace
 
+std::vector<MetadataField> mtp_expand_fields(const Case& c) { return fields_of(sizes_of(c)); }
+
 Component mtp_expand_component() {
   Component c;
   c.name = "mtp_expand";
@@ -119,7 +122,6 @@ Component mtp_expand_component() {
       "mtp_expand(bs=1,topk=1)",          "mtp_expand(bs=1,topk=4)",
       "mtp_expand(bs=7,topk=3)",          "mtp_expand(bs=64,topk=2,fields=1)",
       "mtp_expand(bs=256,topk=4,fields=1)", "mtp_expand(bs=33,topk=4,ctx=524289,index_topk=1024)",
-      "mtp_expand(bs=0,topk=2)",
   };
   c.batch_param = "bs";
   c.replay_case = "mtp_expand(bs=1,topk=3,ctx=2048)";

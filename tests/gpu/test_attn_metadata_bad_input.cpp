@@ -1,0 +1,80 @@
+// Bad input to the metadata kernels: the launch wrappers refuse impossible sizes naming the field
+// (staging wider than the buffers, topk 0, an output size that is not bs * topk), and the harness
+// refuses more real requests than the bucket holds before any launch.
+#include <gtest/gtest.h>
+
+#include "gpu_env.h"
+#include "harness/verify.h"
+#include "kernels/attn_metadata.h"
+#include "kernels/mtp_expand.h"
+
+namespace dsv4h {
+namespace {
+
+template <typename Launch>
+void expect_refused(Launch launch, const std::string& mentions) {
+  try {
+    launch();
+    FAIL() << "launch accepted " << mentions;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(mentions), std::string::npos) << e.what();
+  }
+}
+
+AttnMetadataBuffers buffers(int64_t rows, int64_t page_cols, int64_t c128_cols, int64_t index_topk) {
+  static int32_t dummy;  // never dereferenced: the wrapper refuses before launching
+  int32_t* p = &dummy;
+  return {p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, rows, page_cols, c128_cols, index_topk};
+}
+
+TEST(MetadataGpuBadInput, CopyIntoRefusesStagingWiderThanTheBuffers) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  static int32_t rows;
+  expect_refused([] { launch_attn_metadata_copy_into({buffers(8, 4, 64, 512), buffers(8, 5, 64, 512), &rows}, nullptr); },
+                 "page_table of the staging set is 5 wide, wider than its buffer (4)");
+  expect_refused([] { launch_attn_metadata_copy_into({buffers(8, 4, 64, 512), buffers(8, 4, 128, 512), &rows}, nullptr); },
+                 "c128_page_indices of the staging set is 128 wide");
+  expect_refused([] { launch_attn_metadata_copy_into({buffers(8, 4, 64, 512), buffers(8, 4, 64, 1024), &rows}, nullptr); },
+                 "c4_sparse_page_indices of the staging set is 1024 wide");
+  expect_refused([] { launch_attn_metadata_copy_into({buffers(-1, 4, 64, 512), buffers(8, 4, 64, 512), &rows}, nullptr); },
+                 "buffers.rows must be in [0, 2^24]");
+}
+
+TEST(MetadataGpuBadInput, BuildRefusesTopkZero) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  AttnMetadataBuildArgs args{};
+  args.staging = buffers(4, 1, 64, 512);
+  args.pool = args.ctx = args.full_slots = 1;
+  args.row_repeat = 0;
+  expect_refused([&] { launch_attn_metadata_build(args, nullptr); }, "row_repeat (topk) must be >= 1, got 0");
+}
+
+TEST(MetadataGpuBadInput, MtpExpandRefusesTopkZeroAndAnImpliedSize) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  MtpExpandArgs args{};
+  args.num_fields = 1;
+  args.cols[0] = 128;
+  args.requests = 4;
+  args.topk = 0;
+  expect_refused([&] { launch_mtp_expand(args, nullptr); }, "topk must be >= 1, got 0");
+  args.topk = 2;
+  args.output_rows = 9;
+  expect_refused([&] { launch_mtp_expand(args, nullptr); }, "output_rows 9 != requests 4 x topk 2");
+}
+
+TEST(MetadataGpuBadInput, MoreRealRequestsThanTheBucketIsRefusedBeforeLaunch) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  const Component& component = registry().get("attn_metadata");
+  const Case c = parse_case("attn_metadata(bs=4,mode=0,pool=8)");
+  TensorMap inputs = component.make_inputs(c);
+  inputs["num_reqs"].data<int32_t>()[0] = 5;
+  const CaseRun run = run_case(component, c, gpu, inputs);
+  EXPECT_EQ(run.result.status, CaseStatus::bad_input);
+  EXPECT_NE(run.result.message.find("num_reqs[0] = 5: more real requests than the bucket's bs = 4"), std::string::npos)
+      << run.result.message;
+  const CaseRun topk0 = run_case(registry().get("mtp_expand"), parse_case("mtp_expand(topk=0)"), gpu);
+  EXPECT_EQ(topk0.result.status, CaseStatus::bad_input);
+}
+
+}  // namespace
+}  // namespace dsv4h
