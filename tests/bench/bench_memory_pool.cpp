@@ -1,0 +1,227 @@
+// Benchmarks of the memory pool kernels (Google Benchmark, manual time from GPU events).
+//
+// Store (pack + scatter into the SWA pool, page 256) and gather (+ unpack) of N MODEL1 tokens, N in
+// {256, 4096, 65536, 1M}, at slots shuffled over the pool, as a decode batch's scattered slots are
+// (a prefill's are contiguous: the easy case). Each timing sample launches K times back to back
+// over rotating token ranges so that small N do not run from L2, and reports the mean per launch.
+// Counters: bytes moved (1024 B bf16 latent + 584 B entry + 4 B slot per token, each way), GB/s,
+// the device-to-device copy bandwidth measured in this process and the fraction of it reached.
+// Decode sizes also time a whole step (translation + one layer's store) against the empty kernel
+// timed the same way. Without a GPU the binary says so and exits 77 (skipped).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <vector>
+
+#include "harness/gpu/device_tensor.h"
+#include "harness/random.h"
+#include "kernels/empty_kernel.h"
+#include "kernels/kv_pool.h"
+#include "reference/kv_cache_model1.h"
+
+namespace dsv4h {
+namespace {
+
+constexpr int64_t kMaxTokens = int64_t{1} << 20;
+constexpr int64_t kPage = 256;
+constexpr int64_t kPages = kMaxTokens / kPage + 1;  // page 0 is the sink
+constexpr double kBytesPerToken = 1024 + 584 + 4;
+
+class GpuTimer {
+ public:
+  GpuTimer() {
+    DSV4H_HIP_CHECK(hipEventCreate(&start_));
+    DSV4H_HIP_CHECK(hipEventCreate(&stop_));
+  }
+  ~GpuTimer() {
+    (void)hipEventDestroy(start_);
+    (void)hipEventDestroy(stop_);
+  }
+  template <typename Launch>
+  double seconds(hipStream_t stream, Launch&& launch) {
+    DSV4H_HIP_CHECK(hipEventRecord(start_, stream));
+    launch();
+    DSV4H_HIP_CHECK(hipEventRecord(stop_, stream));
+    DSV4H_HIP_CHECK(hipEventSynchronize(stop_));
+    float ms = 0;
+    DSV4H_HIP_CHECK(hipEventElapsedTime(&ms, start_, stop_));
+    return ms * 1e-3;
+  }
+
+ private:
+  hipEvent_t start_, stop_;
+};
+
+// Device data every benchmark shares: 1M random latents, the SWA pool, a shuffled slot per token
+// (never slot 0), a full_to_swa identity map for the step benchmark, and the gather output.
+struct Bench {
+  hipStream_t stream = nullptr;
+  DeviceBuffer latents, pool_bytes, slots, full_to_swa, seq_lens, step_locs, gathered;
+  KvPoolSet pools;
+  double copy_ceiling_bytes_per_s = 0;
+
+  Bench()
+      : latents(kMaxTokens * 1024), pool_bytes(kPages * reference::model1_page_bytes(kPage)), slots(kMaxTokens * 4),
+        full_to_swa(kPages * kPage * 4), seq_lens(kMaxTokens * 4), step_locs(3 * kMaxTokens * 4),
+        gathered(kMaxTokens * 1024) {
+    DSV4H_HIP_CHECK(hipStreamCreate(&stream));
+    HostTensor block(DType::bf16, {16 << 20});  // 32 MB of random bf16, replicated
+    Rng rng(2026);
+    fill_normal(block, rng, 0.0, 3.0);
+    for (size_t off = 0; off < latents.bytes(); off += block.nbytes())
+      DSV4H_HIP_CHECK(hipMemcpy(static_cast<char*>(latents.data()) + off, block.bytes(),
+                                std::min(block.nbytes(), latents.bytes() - off), hipMemcpyHostToDevice));
+    std::vector<int32_t> s(kMaxTokens);
+    std::iota(s.begin(), s.end(), static_cast<int32_t>(kPage));
+    for (size_t i = s.size(); i > 1; --i) std::swap(s[i - 1], s[static_cast<size_t>(rng.integer(0, static_cast<int64_t>(i) - 1))]);
+    DSV4H_HIP_CHECK(hipMemcpy(slots.data(), s.data(), slots.bytes(), hipMemcpyHostToDevice));
+    std::vector<int32_t> identity(static_cast<size_t>(kPages * kPage));
+    std::iota(identity.begin(), identity.end(), 0);
+    DSV4H_HIP_CHECK(hipMemcpy(full_to_swa.data(), identity.data(), full_to_swa.bytes(), hipMemcpyHostToDevice));
+    std::vector<int32_t> lens(kMaxTokens);
+    for (int32_t& l : lens) l = static_cast<int32_t>(rng.integer(1, 1 << 20));
+    DSV4H_HIP_CHECK(hipMemcpy(seq_lens.data(), lens.data(), seq_lens.bytes(), hipMemcpyHostToDevice));
+    pools.swa = KvPoolBuffer{static_cast<uint8_t*>(pool_bytes.data()), 1, kPages, kPage, reference::model1_page_bytes(kPage)};
+    copy_ceiling_bytes_per_s = measure_copy_ceiling();
+    std::printf("device-to-device copy ceiling measured here: %.1f GB/s (read + write)\n", copy_ceiling_bytes_per_s / 1e9);
+  }
+
+  // Device-to-device copy of the 1 GiB latents, read + write bytes counted, median of 15.
+  double measure_copy_ceiling() {
+    GpuTimer timer;
+    std::vector<double> rates;
+    for (int i = 0; i < 16; ++i) {
+      const double s = timer.seconds(stream, [&] {
+        DSV4H_HIP_CHECK(hipMemcpyAsync(gathered.data(), latents.data(), latents.bytes(), hipMemcpyDeviceToDevice, stream));
+      });
+      if (i > 0) rates.push_back(2.0 * latents.bytes() / s);  // the first one warms up
+    }
+    std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
+    return rates[rates.size() / 2];
+  }
+
+  // The step of tokens [first, first + n): out_cache_loc are the shuffled slots, mapped to
+  // themselves, so that the store scatters exactly as the store benchmark does.
+  KvStepLocations step(int64_t first, int64_t n) {
+    KvStepLocations s;
+    s.full_to_swa = static_cast<const int32_t*>(full_to_swa.data());
+    s.full_slots = kPages * kPage;
+    s.out_cache_loc = static_cast<const int32_t*>(slots.data()) + first;
+    s.seq_lens = static_cast<const int32_t*>(seq_lens.data()) + first;
+    s.tokens = n;
+    int32_t* locs = static_cast<int32_t*>(step_locs.data());
+    s.swa_out_loc = locs + first;
+    s.c4_out_loc = locs + kMaxTokens + first;
+    s.c128_out_loc = locs + 2 * kMaxTokens + first;
+    return s;
+  }
+  // Tokens [first, first + n) as a ratio-0 layer whose swa_out_loc are the shuffled slots.
+  KvLayerStore layer(int64_t first) {
+    KvLayerStore l;
+    l.kv = static_cast<const uint16_t*>(latents.data()) + first * 512;
+    return l;
+  }
+};
+
+Bench& bench() {
+  static Bench b;
+  return b;
+}
+
+int64_t launches_per_sample(double bytes) {
+  return std::clamp<int64_t>(static_cast<int64_t>((int64_t{256} << 20) / std::max(bytes, 1.0)), 8, 64);
+}
+
+template <typename Launch>
+void time_sets(benchmark::State& state, int64_t n, double bytes, Launch&& launch) {
+  Bench& b = bench();
+  const int64_t sets = std::min<int64_t>(64, kMaxTokens / n), k = launches_per_sample(bytes);
+  GpuTimer timer;
+  int64_t next = 0;
+  for (int64_t i = 0; i < sets; ++i) launch(i * n);  // warm-up: every set once
+  for (auto _ : state) {
+    const double s = timer.seconds(b.stream, [&] {
+      for (int64_t i = 0; i < k; ++i) launch((next++ % sets) * n);
+    });
+    state.SetIterationTime(s / k);
+  }
+  state.counters["tokens"] = static_cast<double>(n);
+  state.counters["bytes"] = bytes;
+  state.counters["GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["copy_ceiling_GBps"] = b.copy_ceiling_bytes_per_s * 1e-9;
+  state.counters["fraction_of_copy"] =
+      benchmark::Counter(bytes / b.copy_ceiling_bytes_per_s, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["launches_per_sample"] = static_cast<double>(k);
+}
+
+void BM_kv_store(benchmark::State& state) {
+  Bench& b = bench();
+  const int64_t n = state.range(0);
+  time_sets(state, n, n * kBytesPerToken, [&](int64_t first) {
+    KvStepLocations s = b.step(first, n);
+    s.swa_out_loc = static_cast<int32_t*>(b.slots.data()) + first;  // the shuffled slots themselves
+    launch_kv_store_layer(b.pools, s, b.layer(first), b.stream);
+  });
+}
+
+void BM_kv_gather(benchmark::State& state) {
+  Bench& b = bench();
+  const int64_t n = state.range(0);
+  time_sets(state, n, n * kBytesPerToken, [&](int64_t first) {
+    launch_kv_gather_model1(b.pools.swa, 0, static_cast<const int32_t*>(b.slots.data()) + first, n,
+                            static_cast<uint16_t*>(b.gathered.data()) + first * 512, b.stream);
+  });
+}
+
+// A decode step as the engine runs it: translate once, then one layer's store.
+void BM_kv_step(benchmark::State& state) {
+  Bench& b = bench();
+  const int64_t n = state.range(0);
+  time_sets(state, n, n * (kBytesPerToken + 24), [&](int64_t first) {
+    const KvStepLocations s = b.step(first, n);
+    launch_kv_translate(s, b.stream);
+    launch_kv_store_layer(b.pools, s, b.layer(first), b.stream);
+  });
+}
+
+void BM_empty_kernel(benchmark::State& state) {
+  Bench& b = bench();
+  GpuTimer timer;
+  const int64_t k = launches_per_sample(0);
+  launch_empty_kernel(b.stream);
+  for (auto _ : state) {
+    const double s = timer.seconds(b.stream, [&] {
+      for (int64_t i = 0; i < k; ++i) launch_empty_kernel(b.stream);
+    });
+    state.SetIterationTime(s / k);
+  }
+  state.counters["bytes"] = 0;
+  state.counters["launches_per_sample"] = static_cast<double>(k);
+}
+
+BENCHMARK(BM_empty_kernel)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
+BENCHMARK(BM_kv_store)->ArgName("tokens")->Arg(256)->Arg(4096)->Arg(65536)->Arg(1 << 20)
+    ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
+BENCHMARK(BM_kv_gather)->ArgName("tokens")->Arg(256)->Arg(4096)->Arg(65536)->Arg(1 << 20)
+    ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
+BENCHMARK(BM_kv_step)->ArgName("tokens")->Arg(1)->Arg(8)->Arg(64)->Arg(256)
+    ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
+
+}  // namespace
+}  // namespace dsv4h
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  if (hipGetDeviceCount(&devices) != hipSuccess || devices == 0) {
+    std::printf("[  SKIPPED ] benchmarks need a GPU; none found\n");
+    return 77;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  benchmark::AddCustomContext("copy_ceiling_GBps", std::to_string(dsv4h::bench().copy_ceiling_bytes_per_s * 1e-9));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
