@@ -244,7 +244,8 @@ void launch_attn_metadata_copy_into(const AttnMetadataCopyArgs& args, hipStream_
   fits("c4_sparse_page_indices", args.staging.index_topk, args.buffers.index_topk);
   require(args.num_rows != nullptr, name + "null device pointer");
   if (args.buffers.rows == 0) return;
-  CopyKernelArgs k{args};
+  CopyKernelArgs k{};
+  k.a = args;
 #if defined(DSV4H_MUTANT_META_PADDING_ITEM)
   // Review finding 1: the row count read with .item(), a device-to-host synchronisation.
   int32_t rows_on_host = 0;
