@@ -3,7 +3,7 @@
 
 Peers: torch eager and torch.compile of `silu(g.clamp(max=L)) * u.clamp(-L, L)` on gate_up [R, 2I]
 bf16 (the expression has no expert filter: it computes every row). Timing as in our benchmark:
-CUDA events around K back-to-back calls over rotating row ranges of a 2.4 GB pool (inputs never
+CUDA events around K >= 8 back-to-back calls over rotating row ranges of a 2.4 GB pool (inputs never
 sit in L2), mean per call; the median of 10 samples is reported. Writes JSON:
 {"peers": [{"rows", "inter", "eager_us", "compile_us"}], "bf16_matmul_TFLOPs", "torch", "device"}; the
 matrix-product ceiling (8192^3 bf16) is measured in the same process for the records.
@@ -25,7 +25,7 @@ def swiglu(gate_up):
 def time_us(fn, pool, rows):
     sets = min(64, POOL_ROWS // rows)
     bytes_per_call = rows * INTER * 6
-    k = max(1, min(64, (64 << 20) // bytes_per_call))
+    k = max(8, min(64, (256 << 20) // bytes_per_call))  # as tests/bench/bench_filtered_silu_mul.cpp
     views = [pool[s * rows:(s + 1) * rows] for s in range(sets)]
     for v in views:
         fn(v)
