@@ -1,11 +1,12 @@
 // memory_pool on the GPU against the reference: every verify case for three seeds under two
-// poisons; two batches whose layer stores interleave (the review's cached_loc failure); and the
+// poisons; the golden fixtures; two batches whose layer stores interleave (the review's cached_loc failure); and the
 // gather-and-unpack kernels reading back what a step stored, bit for bit against the CPU unpack.
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "gpu_env.h"
+#include "harness/case_file.h"
 #include "harness/poison.h"
 #include "harness/verify.h"
 #include "memory_pool_device.h"
@@ -37,6 +38,21 @@ TEST_P(MemoryPoolGpu, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(VerifyCases, MemoryPoolGpu, ::testing::ValuesIn(verify_cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.test_name(); });
+
+// The golden fixtures (outputs worked out by fixtures/memory_pool/make_golden.py) on the GPU.
+TEST(MemoryPoolGpuFixtures, GoldenOutputs) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  int ran = 0;
+  for (const std::string& path : json_files_in(fixtures_dir() + "/memory_pool")) {
+    const CaseFile f = load_case_file(path);
+    ASSERT_TRUE(f.expected.has_value()) << path;
+    std::printf("fixture %s: %s\n", path.c_str(), f.test_case.str().c_str());
+    const CaseRun run = run_case(component(), f.test_case, gpu, f.inputs, f.expected, path);
+    EXPECT_TRUE(run.result.passed()) << run.result.report();
+    ++ran;
+  }
+  EXPECT_GT(ran, 0) << "no golden fixtures under " << fixtures_dir() << "/memory_pool";
+}
 
 void expect_outputs_equal(const TensorMap& expected, const TensorMap& got, const std::string& where) {
   for (const auto& [name, e] : expected) {
