@@ -15,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "gpu_env.h"
 #include "harness/poison.h"
@@ -32,10 +33,24 @@ using reference::PoolKind;
 using Token = std::pair<int64_t, int64_t>;  // request, position
 
 constexpr int kLayers = 4;
-constexpr int64_t kMaxRequests = 4, kMaxLength = 1024, kWindow = 32, kSwaPage = 16;
-// Enough pages that the bounded sequences never exhaust a pool: 4 requests of 4 full pages, and of
+constexpr int64_t kMaxRequests = 4, kMaxLength = 512, kWindow = 32, kSwaPage = 16;
+// Enough pages that the bounded sequences never exhaust a pool: 4 requests of 2 full pages, and of
 // ceil(32 / 16) + 1 SWA pages, plus page 0.
 const std::string kPoolCase = "memory_pool(layers=4,swa_page=16,window=32,full_pages=20,swa_pages=16)";
+
+// A token's rows: its latent (which 0), compressed latent (1) and key (2) for `layer`, from its
+// seed; kept once made, since every check reads every live token back.
+std::map<std::tuple<uint64_t, int, int>, std::vector<uint16_t>> made_rows;
+
+const std::vector<uint16_t>& token_row(uint64_t seed, int layer, int which, int dims) {
+  std::vector<uint16_t>& row = made_rows[{seed, layer, which}];
+  if (!row.empty()) return row;
+  Rng rng(seed * 31 + static_cast<uint64_t>(layer) * 7 + static_cast<uint64_t>(which));
+  const double scale = std::ldexp(1.0, static_cast<int>(rng.integer(-20, 20)));
+  row.resize(static_cast<size_t>(dims));
+  for (uint16_t& v : row) v = float_to_bf16(static_cast<float>(rng.normal() * scale));
+  return row;
+}
 
 struct PoolModel {
   int64_t next_id = 0;
@@ -50,6 +65,7 @@ struct PoolSut {
   DeviceTensorMap pools;
   DeviceBuffer translation_cache{sizeof(int32_t) * kMaxLength};
   PoolSut() {
+    made_rows.clear();
     TensorMap poisoned = registry().get("memory_pool").make_outputs(c);
     fill_poison(poisoned, Poison::a);
     pools = DeviceTensorMap::upload(poisoned);
@@ -57,15 +73,6 @@ struct PoolSut {
                               translation_cache.bytes(), hipMemcpyHostToDevice));
   }
 };
-
-// A token's rows: its latent, compressed latent and key for `layer`, from its seed.
-std::vector<uint16_t> token_row(uint64_t seed, int layer, int which, int dims) {
-  Rng rng(seed * 31 + static_cast<uint64_t>(layer) * 7 + static_cast<uint64_t>(which));
-  const double scale = std::ldexp(1.0, static_cast<int>(rng.integer(-20, 20)));
-  std::vector<uint16_t> row(static_cast<size_t>(dims));
-  for (uint16_t& v : row) v = float_to_bf16(static_cast<float>(rng.normal() * scale));
-  return row;
-}
 
 uint64_t token_seed(uint64_t command_seed, Token t) {
   return command_seed * 1000003u + static_cast<uint64_t>(t.first) * 4099u + static_cast<uint64_t>(t.second);
