@@ -167,10 +167,40 @@ def judge_metadata(report, by_name):
     return goals
 
 
+def judge_memory_pool(report, by_name):
+    """The benchmark goals of issue 4: >= 85% of the copy bandwidth at >= 32 MB moved, decode-size
+    stores within 1.5x of an empty kernel, and the torch peer (index_put / gather on the same bytes)
+    beaten by >= 2x."""
+    goals = []
+    for op in ("store", "gather"):
+        for b in by_name.values():
+            if not b["name"].startswith(f"BM_kv_{op}/") or not b.get("fraction_of_ceiling"):
+                continue
+            if b["bytes"] >= 32e6:
+                goals.append({"goal": f"{b['name']}: >= 85% of copy bandwidth ({b['bytes'] / 1e6:.0f} MB)",
+                              "value": round(b["fraction_of_ceiling"], 4), "met": b["fraction_of_ceiling"] >= 0.85})
+    empty = by_name.get("BM_empty_kernel_pool/manual_time")
+    for tokens in (1, 8, 64, 256):
+        store = by_name.get(f"BM_kv_store/tokens:{tokens}/manual_time")
+        if empty and store:
+            ratio = store["median_us"] / empty["median_us"]
+            goals.append({"goal": f"kv store of {tokens} tokens: <= 1.5x an empty kernel", "value": round(ratio, 3),
+                          "met": ratio <= 1.5})
+    for peer in report.get("torch_peers_more", {}).get("memory_pool", {}).get("memory_pool", []):
+        for op in ("store", "gather"):
+            ours = by_name.get(f"BM_kv_{op}/tokens:{peer['tokens']}/manual_time")
+            if ours:
+                speedup = peer[f"{op}_us"] / ours["median_us"]
+                goals.append({"goal": f"kv {op} of {peer['tokens']} tokens: >= 2x faster than torch ({peer[f'{op}_us']:.1f} us)",
+                              "value": round(speedup, 2), "met": speedup >= 2})
+    return goals
+
+
 def judge(report):
     """Every issue's benchmark goals that this report has the numbers for."""
     by_name = {b["name"]: b for b in report.get("benchmarks", [])}
-    return judge_filtered_silu_mul(report, by_name) + judge_metadata(report, by_name)
+    return (judge_filtered_silu_mul(report, by_name) + judge_metadata(report, by_name) +
+            judge_memory_pool(report, by_name))
 
 
 def merge(parts, out, commit):
