@@ -73,7 +73,7 @@ void launch_kv_gather_model1(const KvPoolBuffer& pool, int layer, const int32_t*
 void launch_kv_gather_indexer(const KvPoolBuffer& pool, int layer, const int32_t* slots, int64_t n, float* out,
                               hipStream_t stream);
 
-// Bytes a store or a gather of n MODEL1 entries moves (bf16 latent in, 584 B out, one index).
+// Bytes a store or a gather moves per MODEL1 entry: the 1024-B bf16 latent, the 584-B entry, its slot.
 constexpr double kv_model1_bytes_per_token() { return 1024 + 584 + 4; }
 
 }  // namespace dsv4h

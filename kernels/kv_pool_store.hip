@@ -20,27 +20,31 @@ constexpr int kModel1TokensPerBlock = kThreads / kModel1ThreadsPerToken;
 constexpr int kIndexerThreadsPerEntry = 16;  // 8 values each
 constexpr int kIndexerEntriesPerBlock = kThreads / kIndexerThreadsPerEntry;
 
-struct Model1Store {
+// One pool layer a store writes into, and the rows and locations it writes.
+struct StorePart {
   uint8_t* layer_base;
   int64_t tokens_per_page, page_bytes, slots;
   const int32_t* locs;
-  const uint16_t* rows;  // [tokens, 512]
-  int64_t tokens;
+  const uint16_t* rows;  // [tokens, 512] latents or [tokens, 128] keys
 };
 
-// A token is 64 threads: each loads 16 B, the 8 threads of a 64-dim tile agree on its amax through
-// shared memory, and each writes its 8 fp8 codes as one 8-byte store; the first thread writes the
-// 8 scale bytes (7 exponents and the zero pad) in one store. Rows whose location is 0 or -1 (and
-// slots outside the pool, which the harness rejects before launching) store nothing.
-__global__ void __launch_bounds__(kThreads) kv_store_model1(Model1Store a) {
-#if defined(DSV4H_MUTANT_NOOP)
-  if (a.tokens >= 0) return;
-#endif
-  __shared__ float part_amax[kThreads];
-  __shared__ uint8_t exponents[kModel1TokensPerBlock][8];
+// A layer's whole store in one launch: blocks [0, swa_blocks) store the latents into swa, the next
+// compressed_blocks the compressor's entries into c4 or c128, the last indexer_blocks the keys.
+// The branch is uniform per block, so the shared-memory exchange inside each part is safe.
+struct LayerStore {
+  StorePart swa, compressed, indexer;
+  int64_t tokens, swa_blocks, compressed_blocks, indexer_blocks;
+};
+
+// A MODEL1 token is 64 threads: each loads 16 B, the 8 threads of a 64-dim tile agree on its amax
+// through shared memory, and each writes its 8 fp8 codes as one 8-byte store; the first thread
+// writes the 8 scale bytes (7 exponents and the zero pad) in one store. Rows whose location is 0
+// or -1 (and slots outside the pool, which the harness rejects before launching) store nothing.
+__device__ __forceinline__ void store_model1(const StorePart& a, int64_t tokens, int64_t block, float* part_amax,
+                                             uint8_t (*exponents)[8]) {
   const int local = threadIdx.x / kModel1ThreadsPerToken, t = threadIdx.x % kModel1ThreadsPerToken;
-  const int64_t row = int64_t{blockIdx.x} * kModel1TokensPerBlock + local;
-  const int32_t slot = row < a.tokens ? a.locs[row] : 0;
+  const int64_t row = block * kModel1TokensPerBlock + local;
+  const int32_t slot = row < tokens ? a.locs[row] : 0;
   const bool active = slot > 0 && slot < a.slots;
   uint4 in = make_uint4(0, 0, 0, 0);
   if (active) in = reinterpret_cast<const uint4*>(a.rows + row * 512)[t];
@@ -78,23 +82,11 @@ __global__ void __launch_bounds__(kThreads) kv_store_model1(Model1Store a) {
   }
 }
 
-struct IndexerStore {
-  uint8_t* layer_base;
-  int64_t tokens_per_page, page_bytes, slots;
-  const int32_t* locs;
-  const uint16_t* rows;  // [tokens, 128]
-  int64_t tokens;
-};
-
-// An entry is 16 threads of 8 values; the 16 partial maxima meet in shared memory.
-__global__ void __launch_bounds__(kThreads) kv_store_indexer(IndexerStore a) {
-#if defined(DSV4H_MUTANT_NOOP)
-  if (a.tokens >= 0) return;
-#endif
-  __shared__ float part_amax[kThreads];
+// An indexer entry is 16 threads of 8 values; the 16 partial maxima meet in shared memory.
+__device__ __forceinline__ void store_indexer(const StorePart& a, int64_t tokens, int64_t block, float* part_amax) {
   const int local = threadIdx.x / kIndexerThreadsPerEntry, t = threadIdx.x % kIndexerThreadsPerEntry;
-  const int64_t row = int64_t{blockIdx.x} * kIndexerEntriesPerBlock + local;
-  const int32_t slot = row < a.tokens ? a.locs[row] : 0;
+  const int64_t row = block * kIndexerEntriesPerBlock + local;
+  const int32_t slot = row < tokens ? a.locs[row] : 0;
   const bool active = slot > 0 && slot < a.slots;
   uint4 in = make_uint4(0, 0, 0, 0);
   if (active) in = reinterpret_cast<const uint4*>(a.rows + row * 128)[t];
@@ -122,6 +114,19 @@ __global__ void __launch_bounds__(kThreads) kv_store_indexer(IndexerStore a) {
   if (t == 0) *reinterpret_cast<float*>(page + a.tokens_per_page * 128 + entry * 4) = ldexpf(1.f, e);
 }
 
+__global__ void __launch_bounds__(kThreads) kv_store_layer(LayerStore a) {
+#if defined(DSV4H_MUTANT_NOOP)
+  if (a.tokens >= 0) return;
+#endif
+  __shared__ float part_amax[kThreads];
+  __shared__ uint8_t exponents[kModel1TokensPerBlock][8];
+  int64_t block = blockIdx.x;
+  if (block < a.swa_blocks) return store_model1(a.swa, a.tokens, block, part_amax, exponents);
+  block -= a.swa_blocks;
+  if (block < a.compressed_blocks) return store_model1(a.compressed, a.tokens, block, part_amax, exponents);
+  store_indexer(a.indexer, a.tokens, block - a.compressed_blocks, part_amax);
+}
+
 void check_pool(const KvPoolBuffer& pool, int layer, int64_t entry_bytes, const char* name) {
   const std::string n = name;
   kv_require(pool.base != nullptr, n + " pool: null buffer");
@@ -135,22 +140,8 @@ void check_pool(const KvPoolBuffer& pool, int layer, int64_t entry_bytes, const 
   kv_require(pool.slots() <= INT32_MAX, n + " pool: more than 2^31 slots");
 }
 
-void store_model1(const KvPoolBuffer& pool, int layer, const int32_t* locs, const uint16_t* rows, int64_t tokens,
-                  hipStream_t stream) {
-  const Model1Store a{pool.base + layer * pool.layer_bytes(), pool.tokens_per_page, pool.page_bytes, pool.slots(),
-                      locs, rows, tokens};
-  kv_store_model1<<<static_cast<unsigned>((tokens + kModel1TokensPerBlock - 1) / kModel1TokensPerBlock), kThreads, 0,
-                    stream>>>(a);
-  DSV4H_LAUNCH_CHECK("kv_store_model1");
-}
-
-void store_indexer(const KvPoolBuffer& pool, int layer, const int32_t* locs, const uint16_t* rows, int64_t tokens,
-                   hipStream_t stream) {
-  const IndexerStore a{pool.base + layer * pool.layer_bytes(), pool.tokens_per_page, pool.page_bytes, pool.slots(),
-                       locs, rows, tokens};
-  kv_store_indexer<<<static_cast<unsigned>((tokens + kIndexerEntriesPerBlock - 1) / kIndexerEntriesPerBlock), kThreads,
-                     0, stream>>>(a);
-  DSV4H_LAUNCH_CHECK("kv_store_indexer");
+StorePart part(const KvPoolBuffer& pool, int layer, const int32_t* locs, const uint16_t* rows) {
+  return StorePart{pool.base + layer * pool.layer_bytes(), pool.tokens_per_page, pool.page_bytes, pool.slots(), locs, rows};
 }
 
 // Every check before the first launch, so that a bad argument leaves the pool untouched.
@@ -172,10 +163,10 @@ void check_layer(const KvPoolSet& pools, const KvStepLocations& step, const KvLa
 
 }  // namespace
 
-// Grids: one block of 256 threads per 4 tokens (MODEL1) or 16 entries (indexer), every thread
-// moving 16 B of input; a decode step is a single small block per store, a prefill enough blocks
-// to fill the device many times over, with no grid-stride loop to keep the shared-memory exchange
-// per token simple.
+// Grid: one block of 256 threads per 4 tokens of each MODEL1 part and per 16 indexer entries, every
+// thread moving 16 B of input, all parts of the layer in one launch (a decode step's layer is one
+// small launch, not three); a prefill has enough blocks to fill the device many times over, with
+// no grid-stride loop, which keeps the shared-memory exchange per token simple.
 void launch_kv_store_layer(const KvPoolSet& pools, const KvStepLocations& step, const KvLayerStore& layer,
                            hipStream_t stream) {
   kv_require(step.tokens >= 0, "tokens must be >= 0, got " + std::to_string(step.tokens));
@@ -189,13 +180,23 @@ void launch_kv_store_layer(const KvPoolSet& pools, const KvStepLocations& step, 
 #else
   const int32_t* swa_loc = step.swa_out_loc;
 #endif
-  store_model1(pools.swa, layer.swa_layer, swa_loc, layer.kv, step.tokens, stream);
+  LayerStore a{};
+  a.tokens = step.tokens;
+  a.swa = part(pools.swa, layer.swa_layer, swa_loc, layer.kv);
+  a.swa_blocks = (step.tokens + kModel1TokensPerBlock - 1) / kModel1TokensPerBlock;
   if (layer.ratio == 4) {
-    store_model1(pools.c4, layer.compressed_layer, step.c4_out_loc, layer.compressed_kv, step.tokens, stream);
-    store_indexer(pools.indexer, layer.indexer_layer, step.c4_out_loc, layer.index_k, step.tokens, stream);
+    a.compressed = part(pools.c4, layer.compressed_layer, step.c4_out_loc, layer.compressed_kv);
+    a.compressed_blocks = a.swa_blocks;
+    a.indexer = part(pools.indexer, layer.indexer_layer, step.c4_out_loc, layer.index_k);
+    a.indexer_blocks = (step.tokens + kIndexerEntriesPerBlock - 1) / kIndexerEntriesPerBlock;
   } else if (layer.ratio == 128) {
-    store_model1(pools.c128, layer.compressed_layer, step.c128_out_loc, layer.compressed_kv, step.tokens, stream);
+    a.compressed = part(pools.c128, layer.compressed_layer, step.c128_out_loc, layer.compressed_kv);
+    a.compressed_blocks = a.swa_blocks;
   }
+  const int64_t blocks = a.swa_blocks + a.compressed_blocks + a.indexer_blocks;
+  kv_require(blocks <= INT32_MAX, "tokens " + std::to_string(step.tokens) + " need more than 2^31 blocks");
+  kv_store_layer<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+  DSV4H_LAUNCH_CHECK("kv_store_layer");
 }
 
 }  // namespace dsv4h

@@ -36,12 +36,14 @@ TEST(MemoryPoolGpuBadInput, SwaPageOutsideThePool) {
 
 TEST(MemoryPoolGpuBadInput, TwoRowsOnOneSlot) {
   DSV4H_GPU_OR_SKIP(gpu);
-  const Case c = parse_case(kCase, 5);
+  const Case c = parse_case("memory_pool(tokens=8,full_pages=32,swa_pages=16,invalid=0)", 5);
   TensorMap inputs = component().make_inputs(c);
   int32_t* loc = inputs.at("out_cache_loc").data<int32_t>();
-  loc[0] = loc[1] = loc[1] > 0 ? loc[1] : loc[2];
+  loc[0] = loc[1];
   const CaseRun run = run_case(component(), c, gpu, inputs);
   EXPECT_EQ(run.result.status, CaseStatus::bad_input) << run.result.report();
+  EXPECT_NE(run.result.message.find("out_cache_loc rows 0 and 1 both hold " + std::to_string(loc[1])), std::string::npos)
+      << run.result.message;
 }
 
 // The launch wrapper checks every layer argument before its first launch.
