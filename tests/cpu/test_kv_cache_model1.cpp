@@ -59,6 +59,29 @@ TEST(KvCacheModel1, EveryFp8CodeAtEveryScaleExponentRoundTripsExactly) {
     }
 }
 
+// The largest exponent: an amax above 448 * 2^119 (up to the largest bf16) takes e = 120, where the
+// codes up to 240 (those bf16 can hold at that scale) still round-trip exactly.
+TEST(KvCacheModel1, TheLargestBf16AmaxTakesExponent120) {
+  const uint16_t bf16_max = 0x7f7f;
+  EXPECT_EQ(model1_scale_exponent(bf16_to_float(bf16_max)), 120);
+  std::vector<uint8_t> page(model1_page_bytes(1));
+  for (int code = 0; code < 256; ++code) {
+    const float v = fp8_e4m3_to_float(static_cast<uint8_t>(code));
+    if (std::isnan(v) || std::fabs(v) > 240.f) {
+      continue;  // NaN codes, and values no bf16 holds at 2^120
+    }
+    std::vector<uint16_t> latent(kModel1Dims, float_to_bf16(0.f));
+    latent[0] = bf16_max;
+    latent[1] = float_to_bf16(std::ldexp(v, 120));
+    model1_pack_token(latent.data(), 1, 0, page.data());
+    ASSERT_EQ(page[kModel1DataBytes], 120 + 127);
+    ASSERT_EQ(page[1], code);
+    std::vector<uint16_t> back(kModel1Dims);
+    model1_unpack_token(page.data(), 1, 0, back.data());
+    ASSERT_EQ(back[1], latent[1]) << "code " << code;
+  }
+}
+
 TEST(KvCacheModel1, PackWritesOnlyItsTokensBytesAtTheirPlaces) {
   constexpr int64_t kTokens = 3;
   std::vector<uint8_t> page(model1_page_bytes(kTokens), 0xa5);
