@@ -89,8 +89,10 @@ TEST(MemoryPoolGpuFormats, EveryFp8CodeAtEveryScaleExponentPacksAsOnTheCpu) {
                                   expected["indexer"].bytes() + (64 + i) / 64 * idx_page_bytes);
   }
 
+  HostTensor stale(DType::i32, {n_keys});  // only the pool_cached_loc mutant reads it: no slots
+  std::memset(stale.bytes(), 0, stale.nbytes());
   TensorMap host_inputs = {{"rows", rows}, {"compressed", compressed}, {"keys", keys},
-                           {"swa_slots", swa_slots}, {"c4_slots", c4_slots}};
+                           {"swa_slots", swa_slots}, {"c4_slots", c4_slots}, {"stale", stale}};
   DeviceTensorMap inputs = DeviceTensorMap::upload(host_inputs);
   TensorMap poisoned = {{"swa", poisoned_pool(swa_pages, swa_page_bytes)},
                         {"c4", poisoned_pool(c4_pages, c4_page_bytes)},
@@ -100,6 +102,7 @@ TEST(MemoryPoolGpuFormats, EveryFp8CodeAtEveryScaleExponentPacksAsOnTheCpu) {
   set.swa = {pools.data<uint8_t>("swa"), 1, swa_pages, 256, swa_page_bytes};
   set.c4 = {pools.data<uint8_t>("c4"), 1, c4_pages, 64, c4_page_bytes};
   set.indexer = {pools.data<uint8_t>("indexer"), 1, c4_pages, 64, idx_page_bytes};
+  set.translation_cache = inputs.data<int32_t>("stale");
   KvStepLocations step;
   step.tokens = n_keys;
   step.swa_out_loc = inputs.data<int32_t>("swa_slots");
