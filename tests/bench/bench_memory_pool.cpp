@@ -186,7 +186,8 @@ void BM_kv_step(benchmark::State& state) {
   });
 }
 
-void BM_empty_kernel(benchmark::State& state) {
+// Named apart from the other binaries' empty kernels: the GPU report merges benchmarks by name.
+void BM_empty_kernel_pool(benchmark::State& state) {
   Bench& b = bench();
   GpuTimer timer;
   const int64_t k = launches_per_sample(0);
@@ -201,7 +202,7 @@ void BM_empty_kernel(benchmark::State& state) {
   state.counters["launches_per_sample"] = static_cast<double>(k);
 }
 
-BENCHMARK(BM_empty_kernel)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
+BENCHMARK(BM_empty_kernel_pool)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_kv_store)->ArgName("tokens")->Arg(1)->Arg(8)->Arg(64)->Arg(256)->Arg(4096)->Arg(65536)->Arg(1 << 20)
     ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_kv_gather)->ArgName("tokens")->Arg(256)->Arg(4096)->Arg(65536)->Arg(1 << 20)
