@@ -71,6 +71,7 @@ uint8_t float_to_fp8_e4m3(float value) {
   // Every e4m3 magnitude is k * 2^-9 for an integer k on a grid whose spacing doubles per binade;
   // find the binade, round the scaled mantissa to nearest even, and renormalise on carry.
   if (magnitude == 0.0) return sign;
+  if (std::isinf(magnitude)) return sign | 0x7f;  // e4m3fn has no infinity: beyond 448 is NaN
   int exponent = std::max(std::ilogb(magnitude), -6);  // -6: subnormals share the lowest binade's spacing
   const double spacing = std::ldexp(1.0, exponent - 3);
   double steps = std::nearbyint(magnitude / spacing);  // the default FP mode rounds half to even

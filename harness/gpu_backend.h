@@ -21,7 +21,7 @@ struct ReplayOptions {
 };
 
 struct ReplayResult {
-  int64_t batches_checked = 0;
+  int64_t batches_checked = 0;  // the replay stops after 5 failed batches, short of max_batch
   int64_t batches_failed = 0;
   double budget_used = 0;              // worst replay-vs-reference error / allowed
   std::vector<std::string> failures;   // the first few, each naming batch, bucket and output

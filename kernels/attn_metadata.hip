@@ -221,9 +221,11 @@ void launch_attn_metadata_build(const AttnMetadataBuildArgs& args, hipStream_t s
   require(args.row_repeat >= 1, name + "row_repeat (topk) must be >= 1, got " + std::to_string(args.row_repeat));
   require(int64_t{kPage} * (args.staging.page_cols - 1) < args.ctx,
           name + "staging.page_cols " + std::to_string(args.staging.page_cols) + " reach beyond ctx " + std::to_string(args.ctx));
-  require(args.req_to_token && args.full_to_swa && args.req_pool_indices && args.seq_lens && args.num_reqs &&
-              args.num_rows && (args.staging.rows == 0 || args.out_cache_loc) &&
-              (args.tokens_per_request > 0 || args.extend_lens),
+  // An empty batch (max_reqs 0) has empty per-request arrays, which the allocator may give as null.
+  require(args.req_to_token && args.full_to_swa && args.num_reqs && args.num_rows &&
+              (args.staging.rows == 0 || args.out_cache_loc) &&
+              (args.max_reqs == 0 || (args.req_pool_indices && args.seq_lens &&
+                                      (args.tokens_per_request > 0 || args.extend_lens))),
           name + "null device pointer");
   // At least one block, so that the row count is written even for an empty staging set.
   const int64_t blocks = args.staging.rows > 0 ? args.staging.rows : 1;

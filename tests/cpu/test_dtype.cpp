@@ -53,6 +53,8 @@ TEST(Fp8E4m3, KnownValuesAndRounding) {
   EXPECT_EQ(float_to_fp8_e4m3(1.0625f), 0x38);    // tie between 1 and 1.125 goes to 1
   EXPECT_EQ(float_to_fp8_e4m3(1.1875f), 0x3a);    // tie between 1.125 and 1.25 goes to 1.25
   EXPECT_EQ(float_to_fp8_e4m3(-0.0f), 0x80);
+  EXPECT_EQ(float_to_fp8_e4m3(INFINITY), 0x7f);   // no infinity in e4m3fn: NaN, sign kept
+  EXPECT_EQ(float_to_fp8_e4m3(-INFINITY), 0xff);
   EXPECT_EQ(float_to_fp8_e4m3(0x1.0p-11f), 0x00); // below half the smallest subnormal
 }
 
