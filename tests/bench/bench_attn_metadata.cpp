@@ -11,9 +11,9 @@
 // Counters: bytes (the descriptor's work count), GB/s. Without a GPU the binary exits 77.
 #include <benchmark/benchmark.h>
 
-#include <cstdio>
 #include <functional>
 
+#include "bench_support.h"
 #include "harness/component.h"
 #include "harness/gpu/device_tensor.h"
 #include "harness/gpu/launchers.h"
@@ -131,15 +131,4 @@ BENCHMARK(BM_mtp_expand)
 }  // namespace
 }  // namespace dsv4h
 
-int main(int argc, char** argv) {
-  int devices = 0;
-  if (hipGetDeviceCount(&devices) != hipSuccess || devices == 0) {
-    std::printf("[  SKIPPED ] benchmarks need a GPU; none found\n");
-    return 77;
-  }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return dsv4h::run_benchmarks(argc, argv, {}); }

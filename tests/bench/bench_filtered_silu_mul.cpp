@@ -10,10 +10,10 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <memory>
 #include <vector>
 
+#include "bench_support.h"
 #include "harness/gpu/device_tensor.h"
 #include "harness/random.h"
 #include "kernels/empty_kernel.h"
@@ -25,31 +25,6 @@ namespace {
 constexpr int64_t kInter = 2048;
 constexpr int64_t kPoolRows = 196608;
 constexpr double kSwigluLimit = 10.0;
-
-class GpuTimer {
- public:
-  GpuTimer() {
-    DSV4H_HIP_CHECK(hipEventCreate(&start_));
-    DSV4H_HIP_CHECK(hipEventCreate(&stop_));
-  }
-  ~GpuTimer() {
-    (void)hipEventDestroy(start_);
-    (void)hipEventDestroy(stop_);
-  }
-  template <typename Launch>
-  double seconds(hipStream_t stream, Launch&& launch) {
-    DSV4H_HIP_CHECK(hipEventRecord(start_, stream));
-    launch();
-    DSV4H_HIP_CHECK(hipEventRecord(stop_, stream));
-    DSV4H_HIP_CHECK(hipEventSynchronize(stop_));
-    float ms = 0;
-    DSV4H_HIP_CHECK(hipEventElapsedTime(&ms, start_, stop_));
-    return ms * 1e-3;
-  }
-
- private:
-  hipEvent_t start_, stop_;
-};
 
 // Device data shared by every benchmark: random bf16 gate_up for the largest R, its output, and
 // expert ids per kept fraction (Bernoulli, fixed seed).
@@ -77,22 +52,8 @@ struct Pool {
       ids_by_kept_permille.emplace_back(permille, std::move(d));
       host_ids_by_kept_permille.emplace_back(permille, std::move(ids));
     }
-    copy_ceiling_bytes_per_s = measure_copy_ceiling();
-    std::printf("device-to-device copy ceiling measured here: %.1f GB/s (read + write)\n", copy_ceiling_bytes_per_s / 1e9);
-  }
-
-  // Device-to-device copy of the 805 MB output pool's size, read + write bytes counted, median of 15.
-  double measure_copy_ceiling() {
-    GpuTimer timer;
-    std::vector<double> rates;
-    for (int i = 0; i < 16; ++i) {
-      const double s = timer.seconds(stream, [&] {
-        DSV4H_HIP_CHECK(hipMemcpyAsync(out.data(), gate_up.data(), out.bytes(), hipMemcpyDeviceToDevice, stream));
-      });
-      if (i > 0) rates.push_back(2.0 * out.bytes() / s);  // the first one warms up
-    }
-    std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
-    return rates[rates.size() / 2];
+    // The copy ceiling: the 805 MB output pool's size, device to device.
+    copy_ceiling_bytes_per_s = measure_copy_ceiling(out.data(), gate_up.data(), out.bytes(), stream);
   }
 
   const DeviceBuffer& ids(int permille) const {
@@ -186,15 +147,7 @@ BENCHMARK(BM_filtered_silu_mul)
 }  // namespace dsv4h
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  if (hipGetDeviceCount(&devices) != hipSuccess || devices == 0) {
-    std::printf("[  SKIPPED ] benchmarks need a GPU; none found\n");
-    return 77;
-  }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
-  benchmark::AddCustomContext("copy_ceiling_GBps", std::to_string(dsv4h::pool().copy_ceiling_bytes_per_s * 1e-9));
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return dsv4h::run_benchmarks(argc, argv, [] {
+    benchmark::AddCustomContext("copy_ceiling_GBps", std::to_string(dsv4h::pool().copy_ceiling_bytes_per_s * 1e-9));
+  });
 }

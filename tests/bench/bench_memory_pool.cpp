@@ -11,10 +11,10 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <numeric>
 #include <vector>
 
+#include "bench_support.h"
 #include "harness/gpu/device_tensor.h"
 #include "harness/random.h"
 #include "kernels/empty_kernel.h"
@@ -28,31 +28,6 @@ constexpr int64_t kMaxTokens = int64_t{1} << 20;
 constexpr int64_t kPage = 256;
 constexpr int64_t kPages = kMaxTokens / kPage + 1;  // page 0 is the sink
 constexpr double kBytesPerToken = kv_model1_bytes_per_token();
-
-class GpuTimer {
- public:
-  GpuTimer() {
-    DSV4H_HIP_CHECK(hipEventCreate(&start_));
-    DSV4H_HIP_CHECK(hipEventCreate(&stop_));
-  }
-  ~GpuTimer() {
-    (void)hipEventDestroy(start_);
-    (void)hipEventDestroy(stop_);
-  }
-  template <typename Launch>
-  double seconds(hipStream_t stream, Launch&& launch) {
-    DSV4H_HIP_CHECK(hipEventRecord(start_, stream));
-    launch();
-    DSV4H_HIP_CHECK(hipEventRecord(stop_, stream));
-    DSV4H_HIP_CHECK(hipEventSynchronize(stop_));
-    float ms = 0;
-    DSV4H_HIP_CHECK(hipEventElapsedTime(&ms, start_, stop_));
-    return ms * 1e-3;
-  }
-
- private:
-  hipEvent_t start_, stop_;
-};
 
 // Device data every benchmark shares: 1M random latents, the SWA pool, a shuffled slot per token
 // (never slot 0), a full_to_swa identity map for the step benchmark, and the gather output.
@@ -84,22 +59,8 @@ struct Bench {
     for (int32_t& l : lens) l = static_cast<int32_t>(rng.integer(1, 1 << 20));
     DSV4H_HIP_CHECK(hipMemcpy(seq_lens.data(), lens.data(), seq_lens.bytes(), hipMemcpyHostToDevice));
     pools.swa = KvPoolBuffer{static_cast<uint8_t*>(pool_bytes.data()), 1, kPages, kPage, reference::model1_page_bytes(kPage)};
-    copy_ceiling_bytes_per_s = measure_copy_ceiling();
-    std::printf("device-to-device copy ceiling measured here: %.1f GB/s (read + write)\n", copy_ceiling_bytes_per_s / 1e9);
-  }
-
-  // Device-to-device copy of the 1 GiB latents, read + write bytes counted, median of 15.
-  double measure_copy_ceiling() {
-    GpuTimer timer;
-    std::vector<double> rates;
-    for (int i = 0; i < 16; ++i) {
-      const double s = timer.seconds(stream, [&] {
-        DSV4H_HIP_CHECK(hipMemcpyAsync(gathered.data(), latents.data(), latents.bytes(), hipMemcpyDeviceToDevice, stream));
-      });
-      if (i > 0) rates.push_back(2.0 * latents.bytes() / s);  // the first one warms up
-    }
-    std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
-    return rates[rates.size() / 2];
+    // The copy ceiling: the 1 GiB latents, device to device.
+    copy_ceiling_bytes_per_s = measure_copy_ceiling(gathered.data(), latents.data(), latents.bytes(), stream);
   }
 
   // The step of tokens [first, first + n): out_cache_loc are the shuffled slots, mapped to
@@ -214,15 +175,7 @@ BENCHMARK(BM_kv_step)->ArgName("tokens")->Arg(1)->Arg(8)->Arg(64)->Arg(256)
 }  // namespace dsv4h
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  if (hipGetDeviceCount(&devices) != hipSuccess || devices == 0) {
-    std::printf("[  SKIPPED ] benchmarks need a GPU; none found\n");
-    return 77;
-  }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
-  benchmark::AddCustomContext("copy_ceiling_GBps", std::to_string(dsv4h::bench().copy_ceiling_bytes_per_s * 1e-9));
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return dsv4h::run_benchmarks(argc, argv, [] {
+    benchmark::AddCustomContext("copy_ceiling_GBps", std::to_string(dsv4h::bench().copy_ceiling_bytes_per_s * 1e-9));
+  });
 }
