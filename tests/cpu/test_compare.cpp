@@ -78,6 +78,26 @@ TEST(Compare, IntegersAreExact) {
   EXPECT_EQ(c.worst.at(0).index, "[1, 1]");
 }
 
+// Integer outputs take a typed fast path; every kind of element must still be counted as before.
+TEST(Compare, IntegerCountsEveryKindOfElement) {
+  for (DType dtype : {DType::u8, DType::i32, DType::i64}) {
+    HostTensor e(dtype, {6}), g(dtype, {6});
+    fill_poison(e, Poison::a);
+    fill_poison(g, Poison::b);
+    e.set(0, 7), g.set(0, 7);  // equal
+    e.set(1, 9), g.set(1, 8);  // unequal
+    e.set(2, 5);               // written by the reference only
+    g.set(3, 5);               // written by the kernel only
+    e.set_bits(4, poison_bits(dtype, Poison::a));  // 4 and 5 unwritten on both sides
+    const OutputComparison c = compare_output("x", e, Poison::a, g, Poison::b, ToleranceClass::exact);
+    EXPECT_EQ(c.compared, 2) << dtype_name(dtype);
+    EXPECT_EQ(c.value_mismatches, 1) << dtype_name(dtype);
+    EXPECT_EQ(c.write_mismatches, 2) << dtype_name(dtype);
+    EXPECT_EQ(c.unwritten, 2) << dtype_name(dtype);
+    ASSERT_FALSE(c.worst.empty());
+  }
+}
+
 TEST(Compare, ShapeMismatchFails) {
   EXPECT_FALSE(compare_bf16(bf16_tensor({1.0, 2.0}), bf16_tensor({1.0})).passed());
 }
