@@ -16,16 +16,16 @@ namespace {
 
 using namespace dsv4h::report;
 
-const char* kHelp = R"(usage: dsv4h report compare BASE.json NEW.json [--threshold 0.05] [--alpha 0.05] [--json OUT]
-       dsv4h report html --history DIR --out FILE.html [--baseline FILE] [--threshold T] [--alpha A]
-       dsv4h report markdown --history DIR --out FILE.md [--baseline FILE] [--threshold T] [--alpha A]
+const char* kHelp = R"(usage: dsv4h report compare BASE.json NEW.json [--threshold 0.05] [--alpha 0.05] [--min-change-us 1.5] [--json OUT]
+       dsv4h report html --history DIR --out FILE.html [--baseline FILE] [--threshold T] [--alpha A] [--min-change-us U]
+       dsv4h report markdown --history DIR --out FILE.md [--baseline FILE] [--threshold T] [--alpha A] [--min-change-us U]
 
 Nightly benchmark reports over history files (reports/history/README.md: Google Benchmark JSON
 with every repetition, plus commit, date, device, ceilings, accuracy). dsv4h report SUBCOMMAND
 --help for each.
 )";
 
-const char* kCompareHelp = R"(usage: dsv4h report compare BASE.json NEW.json [--threshold 0.05] [--alpha 0.05] [--json OUT]
+const char* kCompareHelp = R"(usage: dsv4h report compare BASE.json NEW.json [--threshold 0.05] [--alpha 0.05] [--min-change-us 1.5] [--json OUT]
 
 Compares two benchmark files (history files or bare Google Benchmark JSON with repetitions),
 benchmark by benchmark: the change of the median time (NEW/BASE - 1), a two-sided Mann-Whitney U
@@ -33,13 +33,16 @@ test over the repetitions, and a verdict. Benchmarks in one file only are listed
 
   --threshold T  relative median change that matters (default 0.05)
   --alpha A      significance level of the test (default 0.05)
+  --min-change-us U
+                 absolute median change that matters, in microseconds (default 1.5: launch-bound
+                 benchmarks move that much between processes)
   --json OUT     write the comparison as JSON
 
-exit codes: 0 nothing slower, 1 a benchmark slower (p < alpha and change > threshold),
+exit codes: 0 nothing slower, 1 a benchmark slower (p < alpha, change > threshold and > U),
 2 bad usage or a malformed file (the message names the file and the field)
 )";
 
-const char* kHtmlHelp = R"(usage: dsv4h report html --history DIR --out FILE.html [--baseline FILE] [--threshold T] [--alpha A]
+const char* kHtmlHelp = R"(usage: dsv4h report html --history DIR --out FILE.html [--baseline FILE] [--threshold T] [--alpha A] [--min-change-us U]
 
 Writes one self-contained HTML page (no scripts, fonts or network): the latest night of DIR
 against the baseline (default: the night before it) as a table of verdicts, regressions first;
@@ -47,7 +50,7 @@ per benchmark an SVG chart of the median time and the fraction of the copy ceili
 the baseline marked, and the commit range of any step change found in the history.
 )";
 
-const char* kMarkdownHelp = R"(usage: dsv4h report markdown --history DIR --out FILE.md [--baseline FILE] [--threshold T] [--alpha A]
+const char* kMarkdownHelp = R"(usage: dsv4h report markdown --history DIR --out FILE.md [--baseline FILE] [--threshold T] [--alpha A] [--min-change-us U]
 
 Writes the summary for a pull request: the table of verdicts of the latest night of DIR against
 the baseline (default: the night before it), regressions first, with each benchmark's step change.
@@ -77,8 +80,18 @@ double probability(const Args& args, const std::string& name, double fallback) {
   return v;
 }
 
+double microseconds(const Args& args, const std::string& name, double fallback) {
+  if (!args.has(name)) return fallback;
+  const std::string s = args.get(name);
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(v >= 0 && v < 1e9)) throw UsageError(name + " must be a number >= 0, got \"" + s + "\"");
+  return v;
+}
+
 CompareOptions compare_options(const Args& args) {
-  return {probability(args, "--threshold", 0.05), probability(args, "--alpha", 0.05)};
+  return {probability(args, "--threshold", 0.05), probability(args, "--alpha", 0.05),
+          microseconds(args, "--min-change-us", CompareOptions{}.min_change_us)};
 }
 
 void write_text(const std::string& path, const std::string& text) {
@@ -87,7 +100,7 @@ void write_text(const std::string& path, const std::string& text) {
 }
 
 int compare(std::vector<std::string> argv) {
-  const std::set<std::string> valued = {"--threshold", "--alpha", "--json"};
+  const std::set<std::string> valued = {"--threshold", "--alpha", "--min-change-us", "--json"};
   const std::vector<std::string> files = take_positionals(argv, valued);
   const Args args(argv, valued, {"--help"});
   if (args.has("--help")) {
@@ -96,8 +109,8 @@ int compare(std::vector<std::string> argv) {
   }
   if (files.size() != 2) throw UsageError("compare needs BASE.json and NEW.json (see --help)");
   const Comparison c = compare_nights(load_night(files[0]), load_night(files[1]), compare_options(args));
-  std::printf("%s -> %s (threshold %.3g, alpha %.3g)\n", c.base_label.c_str(), c.new_label.c_str(),
-              c.options.threshold, c.options.alpha);
+  std::printf("%s -> %s (threshold %.3g, alpha %.3g, min change %.3g us)\n", c.base_label.c_str(),
+              c.new_label.c_str(), c.options.threshold, c.options.alpha, c.options.min_change_us);
   for (const BenchmarkComparison& b : c.benchmarks)
     std::printf("%-9s %8s  p=%-7s %s -> %s  %s\n", verdict_name(b.verdict).c_str(), format_change(b.change).c_str(),
                 format_p(b.p_value).c_str(), format_time_us(b.base_median_us).c_str(),
@@ -109,7 +122,7 @@ int compare(std::vector<std::string> argv) {
 }
 
 int render(const std::vector<std::string>& argv, const char* help, std::string (*renderer)(const HistorySummary&)) {
-  const Args args(argv, {"--history", "--out", "--baseline", "--threshold", "--alpha"}, {"--help"});
+  const Args args(argv, {"--history", "--out", "--baseline", "--threshold", "--alpha", "--min-change-us"}, {"--help"});
   if (args.has("--help")) {
     std::fputs(help, stdout);
     return kPass;

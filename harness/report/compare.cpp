@@ -8,9 +8,10 @@
 namespace dsv4h::report {
 
 const char* const kVerdictRule =
-    "slower/faster: the median changed by more than the threshold and the Mann-Whitney test gives "
-    "p < alpha; noisy: the median changed by more than the threshold without p < alpha, or either "
-    "night's coefficient of variation exceeds twice the threshold; unchanged: otherwise";
+    "slower/faster: the median changed by more than the threshold (and by more than min_change_us) "
+    "and the Mann-Whitney test gives p < alpha; noisy: the median changed that much without p < "
+    "alpha, or either night's coefficient of variation exceeds twice the threshold; unchanged: "
+    "otherwise";
 
 std::string verdict_name(Verdict v) {
   switch (v) {
@@ -26,8 +27,10 @@ namespace {
 
 // kVerdictRule. A significant change beyond the threshold is a verdict even when the spread is
 // large: the test has already weighed the spread.
-Verdict judge(double change, double p_value, double cv_base, double cv_new, const CompareOptions& o) {
-  const bool beyond_threshold = std::fabs(change) > o.threshold;
+Verdict judge(const BenchmarkComparison& b, const CompareOptions& o) {
+  const double change = b.change, p_value = b.p_value, cv_base = b.cv_base, cv_new = b.cv_new;
+  const bool beyond_threshold =
+      std::fabs(change) > o.threshold && std::fabs(b.new_median_us - b.base_median_us) > o.min_change_us;
   if (beyond_threshold && p_value < o.alpha) return change > 0 ? Verdict::slower : Verdict::faster;
   if (beyond_threshold || std::max(cv_base, cv_new) > 2 * o.threshold) return Verdict::noisy;
   return Verdict::unchanged;
@@ -62,7 +65,7 @@ Comparison compare_nights(const Night& base, const Night& now, const CompareOpti
     b.n_base = before.size();
     b.n_new = after.size();
     if (!samples.fraction_of_ceiling.empty()) b.new_fraction_of_ceiling = median(samples.fraction_of_ceiling);
-    b.verdict = judge(b.change, b.p_value, b.cv_base, b.cv_new, options);
+    b.verdict = judge(b, options);
     c.benchmarks.push_back(b);
   }
   // Regressions first, the largest first; within the other verdicts by name.
@@ -82,6 +85,7 @@ nlohmann::json comparison_to_json(const Comparison& c) {
                     {"new_fraction_of_ceiling", b.new_fraction_of_ceiling ? nlohmann::json(*b.new_fraction_of_ceiling)
                                                                           : nlohmann::json()}});
   return {{"base", c.base_label}, {"new", c.new_label}, {"threshold", c.options.threshold},
+          {"min_change_us", c.options.min_change_us},
           {"alpha", c.options.alpha}, {"rule", kVerdictRule}, {"slower", c.any_slower()},
           {"benchmarks", rows}, {"only_in_base", c.only_in_base}, {"only_in_new", c.only_in_new}};
 }

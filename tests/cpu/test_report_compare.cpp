@@ -54,6 +54,24 @@ TEST(ReportCompare, TenPercentRegressionIsSlower) {
   EXPECT_NE(output.find("faster"), std::string::npos) << output;
 }
 
+// A launch-bound benchmark that moved 1.2 us between two processes, as the empty kernel did on the
+// lent H200 (3.49 to 4.70 us), is not a regression; 2 us more is, and --min-change-us 0 restores
+// the relative rule alone.
+TEST(ReportCompare, ChangesBelowTheAbsoluteFloorAreNotSlower) {
+  const std::string dir = testing::fresh_dir("floor");
+  std::mt19937_64 rng(11);
+  const std::string base = testing::write_night(dir, 0, {{kKernel, draw_times(rng, 3.5, 0.01)}});
+  const std::string drifted = testing::write_night(dir, 1, {{kKernel, draw_times(rng, 4.7, 0.01)}});
+  const std::string slower = testing::write_night(dir, 2, {{kKernel, draw_times(rng, 5.5, 0.01)}});
+  EXPECT_EQ(compare_nights(load_night(base), load_night(drifted), {}).benchmarks[0].verdict, Verdict::unchanged);
+  EXPECT_EQ(compare_nights(load_night(base), load_night(slower), {}).benchmarks[0].verdict, Verdict::slower);
+  std::string output;
+  EXPECT_EQ(run_dsv4h("report compare " + base + " " + drifted, output), 0) << output;
+  EXPECT_EQ(run_dsv4h("report compare " + base + " " + drifted + " --min-change-us 0", output), 1) << output;
+  EXPECT_EQ(run_dsv4h("report compare " + base + " " + drifted + " --min-change-us -1", output), 2) << output;
+  EXPECT_NE(output.find("--min-change-us must be a number >= 0"), std::string::npos) << output;
+}
+
 // Same distribution (3% CV, 10 repetitions) in both nights, 50 seeded trials. A slower verdict
 // needs p < alpha two-sided with the change upward, which happens by chance at most alpha / 2 =
 // 2.5% of trials (1.25 expected in 50), and the 5% threshold, 2.9 standard errors of the median
@@ -95,10 +113,10 @@ TEST(ReportCompare, BenchmarksInOneFileOnlyAreListed) {
 TEST(ReportCompare, RegressionsComeFirst) {
   const std::string dir = testing::fresh_dir("order");
   std::mt19937_64 rng(9);
-  const Night base = night_of(dir, 0, {{"BM_a", draw_times(rng, 10, 0.01)}, {"BM_b", draw_times(rng, 10, 0.01)},
-                                       {"BM_c", draw_times(rng, 10, 0.01)}});
-  const Night now = night_of(dir, 1, {{"BM_a", draw_times(rng, 8, 0.01)}, {"BM_b", draw_times(rng, 11, 0.01)},
-                                      {"BM_c", draw_times(rng, 13, 0.01)}});
+  const Night base = night_of(dir, 0, {{"BM_a", draw_times(rng, 100, 0.01)}, {"BM_b", draw_times(rng, 100, 0.01)},
+                                       {"BM_c", draw_times(rng, 100, 0.01)}});
+  const Night now = night_of(dir, 1, {{"BM_a", draw_times(rng, 80, 0.01)}, {"BM_b", draw_times(rng, 110, 0.01)},
+                                      {"BM_c", draw_times(rng, 130, 0.01)}});
   const Comparison c = compare_nights(base, now, {});
   ASSERT_EQ(c.benchmarks.size(), 3u);
   EXPECT_EQ(c.benchmarks[0].name, "BM_c");  // +30% before +10%
