@@ -67,7 +67,8 @@ void launch_kv_store_layer(const KvPoolSet& pools, const KvStepLocations& step, 
                            hipStream_t stream);
 
 // Reads entries back: `slots` [n] of layer `layer` of a MODEL1 pool into bf16 latents [n, 512], or
-// of the indexer pool into fp32 keys [n, 128] (fp8 * scale). Slots must be valid entries.
+// of the indexer pool into fp32 keys [n, 128] (fp8 * scale). A slot outside the pool (-1 included)
+// reads nothing and gives a row of zeros. The pool and `out` must be 16-byte aligned.
 void launch_kv_gather_model1(const KvPoolBuffer& pool, int layer, const int32_t* slots, int64_t n, uint16_t* out,
                              hipStream_t stream);
 void launch_kv_gather_indexer(const KvPoolBuffer& pool, int layer, const int32_t* slots, int64_t n, float* out,

@@ -14,7 +14,7 @@ constexpr int kThreads = 256;
 
 struct Gather {
   const uint8_t* layer_base;
-  int64_t tokens_per_page, page_bytes;
+  int64_t tokens_per_page, page_bytes, pool_slots;
   const int32_t* slots;
   int64_t n;
   void* out;
@@ -29,9 +29,13 @@ __global__ void __launch_bounds__(kThreads) kv_gather_model1(Gather a) {
   const int t = threadIdx.x % 64;
   if (row >= a.n) return;
   const int32_t slot = a.slots[row];
+  uint4* out = reinterpret_cast<uint4*>(static_cast<uint16_t*>(a.out) + row * 512) + t;
+  if (slot < 0 || slot >= a.pool_slots) {  // no entry (-1) or bad input: zeros, nothing read
+    *out = make_uint4(0, 0, 0, 0);
+    return;
+  }
   const uint8_t* page = a.layer_base + (slot / a.tokens_per_page) * a.page_bytes;
   const int64_t entry = slot % a.tokens_per_page;
-  uint4* out = reinterpret_cast<uint4*>(static_cast<uint16_t*>(a.out) + row * 512) + t;
   if (t >= 56) {
     *out = *reinterpret_cast<const uint4*>(page + entry * 576 + 448 + (t - 56) * 16);
     return;
@@ -59,11 +63,15 @@ __global__ void __launch_bounds__(kThreads) kv_gather_indexer(Gather a) {
   const int t = threadIdx.x % 16;
   if (row >= a.n) return;
   const int32_t slot = a.slots[row];
+  float4* out = reinterpret_cast<float4*>(static_cast<float*>(a.out) + row * 128 + t * 8);
+  if (slot < 0 || slot >= a.pool_slots) {  // no entry (-1) or bad input: zeros, nothing read
+    out[0] = out[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+    return;
+  }
   const uint8_t* page = a.layer_base + (slot / a.tokens_per_page) * a.page_bytes;
   const int64_t entry = slot % a.tokens_per_page;
   const uint2 codes = *reinterpret_cast<const uint2*>(page + entry * 128 + t * 8);
   const float scale = *reinterpret_cast<const float*>(page + a.tokens_per_page * 128 + entry * 4);
-  float4* out = reinterpret_cast<float4*>(static_cast<float*>(a.out) + row * 128 + t * 8);
   float v[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) v[i] = kv_fp8::fp8_e4m3_to_float(static_cast<uint8_t>((i < 4 ? codes.x : codes.y) >> (8 * (i % 4)))) * scale;
@@ -76,9 +84,15 @@ Gather checked(const KvPoolBuffer& pool, int layer, const int32_t* slots, int64_
   kv_require(pool.base && slots && out, "gather: null pointer");
   kv_require(layer >= 0 && layer < pool.layers, "gather: layer " + std::to_string(layer) + " outside [0, " +
                                                     std::to_string(pool.layers) + ")");
-  kv_require(pool.tokens_per_page > 0 && pool.page_bytes >= pool.tokens_per_page * entry_bytes && pool.page_bytes % 8 == 0,
-             "gather: page_bytes " + std::to_string(pool.page_bytes) + " does not fit the page format");
-  return Gather{pool.base + layer * pool.layer_bytes(), pool.tokens_per_page, pool.page_bytes, slots, n, out};
+  // The MODEL1 rope is read 16 bytes at a time, indexer codes 8: pages aligned to that; every
+  // output row is written in 16-byte vectors.
+  const int64_t align = entry_bytes == 584 ? 16 : 8;
+  kv_require(pool.tokens_per_page > 0 && pool.page_bytes >= pool.tokens_per_page * entry_bytes && pool.page_bytes % align == 0,
+             "gather: page_bytes " + std::to_string(pool.page_bytes) + " does not fit the page format (a multiple of " +
+                 std::to_string(align) + " bytes holding every entry)");
+  kv_require(reinterpret_cast<uintptr_t>(pool.base) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0,
+             "gather: the pool and the output must be 16-byte aligned");
+  return Gather{pool.base + layer * pool.layer_bytes(), pool.tokens_per_page, pool.page_bytes, pool.slots(), slots, n, out};
 }
 
 }  // namespace

@@ -23,15 +23,18 @@ __global__ void __launch_bounds__(kThreads) kv_translate(KvStepLocations step, i
   const int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x;
   if (i >= step.tokens) return;
   const int32_t loc = step.out_cache_loc[i];
+  // A location outside the map is bad input the harness refuses before any launch; here it goes
+  // to the sink (0, which stores nothing) so that the read stays in bounds.
+  const bool in_map = loc >= 0 && loc < step.full_slots;
 #if defined(DSV4H_MUTANT_POOL_MINUS_ONE_WRAPAROUND)
   swa_destination[i] = step.full_to_swa[loc < 0 ? loc + step.full_slots : loc];
 #else
-  swa_destination[i] = loc == -1 ? -1 : step.full_to_swa[loc];
+  swa_destination[i] = loc == -1 ? -1 : (in_map ? step.full_to_swa[loc] : 0);
 #endif
   if (step.c4_out_loc == nullptr) return;  // the SWA-only translation (see launch_kv_translate_swa)
   const int32_t len = step.seq_lens[i];
-  step.c4_out_loc[i] = loc >= 0 && len % 4 == 0 ? loc / 4 : 0;
-  step.c128_out_loc[i] = loc >= 0 && len % 128 == 0 ? loc / 128 : 0;
+  step.c4_out_loc[i] = in_map && len % 4 == 0 ? loc / 4 : 0;
+  step.c128_out_loc[i] = in_map && len % 128 == 0 ? loc / 128 : 0;
 }
 
 void check_step(const KvStepLocations& step) {

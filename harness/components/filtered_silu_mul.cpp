@@ -141,6 +141,10 @@ Component filtered_silu_mul_component() {
       "filtered_silu_mul(rows=9,inter=3,kept=1,adversarial=1)",
       "filtered_silu_mul(rows=300,inter=64,kept=0.02)",
       "filtered_silu_mul(rows=40,inter=128,kept=1,limit=0,adversarial=1)",
+      // Batches large enough for the kernel's 8- and 16-row tiles (from 12673 and 38017 rows on
+      // the H200), several steps of kept rows per block.
+      "filtered_silu_mul(rows=20000,inter=8,kept=0.9)",
+      "filtered_silu_mul(rows=98304,inter=16,kept=0.7)",
   };
   c.batch_param = "rows";
   c.replay_case = "filtered_silu_mul(rows=1,inter=520,kept=0.75,step=1)";

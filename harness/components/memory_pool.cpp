@@ -25,6 +25,7 @@
 #include "../../reference/kv_cache_model1.h"
 #include "../../reference/kv_pool.h"
 #include "../../reference/kv_pool_allocator.h"
+#include "../compare.h"
 #include "../errors.h"
 #include "../random.h"
 #include "all_components.h"
@@ -122,6 +123,15 @@ void validate_inputs(const Case& c, const TensorMap& inputs) {
                      shape_string(it->second.shape()) + ", the case needs " + dtype_name(spec.first) +
                      shape_string(spec.second));
   }
+  // The FP8 formats scale by the amax of each tile, which a NaN or an infinity leaves undefined
+  // (upstream's quantisers do not say what to store); such values are refused, not guessed.
+  for (const char* name : {"kv", "compressed_kv", "index_k"}) {
+    const HostTensor& t = inputs.at(name);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(t.get(i)))
+        throw BadInput("memory_pool: " + std::string(name) + t.index_string(i) + " = " + format_value(t.get(i)) +
+                       ": the FP8 cache formats hold finite values only");
+  }
   const int32_t* map = inputs.at("full_to_swa").data<int32_t>();
   for (int64_t i = 0; i < s.full_slots(); ++i)
     if (map[i] < 0 || map[i] >= s.swa_slots())
@@ -130,8 +140,8 @@ void validate_inputs(const Case& c, const TensorMap& inputs) {
   const int32_t* loc = inputs.at("out_cache_loc").data<int32_t>();
   const int32_t* len = inputs.at("seq_lens").data<int32_t>();
   const int32_t* stale = inputs.at("stale_swa_loc").data<int32_t>();
-  // Two rows storing to one slot would leave it holding whichever came last.
-  std::map<int32_t, int64_t> swa_rows, full_rows;
+  // Two rows storing to one slot would leave it holding whichever came last (on the GPU, a race).
+  std::map<int32_t, int64_t> swa_rows, full_rows, c4_rows, c128_rows;
   for (int64_t i = 0; i < s.tokens; ++i) {
     if (loc[i] < -1 || loc[i] >= s.full_slots())
       throw BadInput("memory_pool: out_cache_loc[" + str(i) + "] = " + str(loc[i]) + " is outside the full pool [0, " +
@@ -144,6 +154,12 @@ void validate_inputs(const Case& c, const TensorMap& inputs) {
     const int32_t swa = loc[i] >= 0 ? map[loc[i]] : 0;
     if (swa > 0 && !swa_rows.emplace(swa, i).second)
       throw BadInput("memory_pool: rows " + str(swa_rows[swa]) + " and " + str(i) + " both store to swa slot " + str(swa));
+    for (auto [ratio, rows] : {std::pair{4, &c4_rows}, std::pair{128, &c128_rows}}) {
+      const int32_t slot = reference::compressed_out_loc(loc[i], len[i], ratio);
+      if (slot > 0 && !rows->emplace(slot, i).second)
+        throw BadInput("memory_pool: rows " + str(rows->at(slot)) + " and " + str(i) + " both store to c" + str(ratio) +
+                       " slot " + str(slot) + " (out_cache_loc " + str(loc[i]) + ", seq_len " + str(len[i]) + ")");
+    }
   }
 }
 

@@ -51,23 +51,16 @@ class Graph {
 
   // Mean device seconds per replay over kReplaysPerSample back-to-back replays.
   double seconds_per_replay() {
-    hipEvent_t start, stop;
-    DSV4H_HIP_CHECK(hipEventCreate(&start));
-    DSV4H_HIP_CHECK(hipEventCreate(&stop));
-    DSV4H_HIP_CHECK(hipEventRecord(start, bench_stream()));
-    for (int i = 0; i < kReplaysPerSample; ++i) DSV4H_HIP_CHECK(hipGraphLaunch(exec_, bench_stream()));
-    DSV4H_HIP_CHECK(hipEventRecord(stop, bench_stream()));
-    DSV4H_HIP_CHECK(hipEventSynchronize(stop));
-    float ms = 0;
-    DSV4H_HIP_CHECK(hipEventElapsedTime(&ms, start, stop));
-    (void)hipEventDestroy(start);
-    (void)hipEventDestroy(stop);
-    return ms * 1e-3 / kReplaysPerSample;
+    return timer_.seconds(bench_stream(), [&] {
+             for (int i = 0; i < kReplaysPerSample; ++i) DSV4H_HIP_CHECK(hipGraphLaunch(exec_, bench_stream()));
+           }) /
+           kReplaysPerSample;
   }
 
  private:
   hipGraph_t graph_ = nullptr;
   hipGraphExec_t exec_ = nullptr;
+  GpuTimer timer_;
 };
 
 using Binding = void (*)(const Case&, const DeviceTensorMap&, DeviceTensorMap&, void*);

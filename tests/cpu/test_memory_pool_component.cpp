@@ -3,6 +3,7 @@
 // nothing; bad inputs are errors naming the value.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -86,6 +87,27 @@ TEST(MemoryPoolComponent, BadInputsNameTheValue) {
   EXPECT_NE(bad_input_message(c, "out_cache_loc", 2, -7).find("out_cache_loc[2] = -7"), std::string::npos);
   EXPECT_NE(bad_input_message(c, "full_to_swa", 300, 16 * 256).find("full_to_swa[300] = 4096 (swa page 16) is outside"), std::string::npos);
   EXPECT_NE(bad_input_message(c, "seq_lens", 0, 0).find("seq_lens[0] = 0"), std::string::npos);
+  // Two tokens completing a C4 block at one compressed slot (8 / 4 and 9 / 4): the GPU's stores
+  // would race, so the case is refused.
+  {
+    const Case collide = parse_case(c, 5);
+    TensorMap inputs = pool().make_inputs(collide);
+    int32_t* loc = inputs.at("out_cache_loc").data<int32_t>();
+    int32_t* len = inputs.at("seq_lens").data<int32_t>();
+    for (int64_t i = 0; i < 8; ++i) loc[i] = -1;
+    loc[0] = 8, len[0] = 4, loc[1] = 9, len[1] = 8;
+    const CaseRun run = run_case(pool(), collide, nullptr, inputs);
+    EXPECT_EQ(run.result.status, CaseStatus::bad_input) << run.result.report();
+    EXPECT_NE(run.result.message.find("rows 0 and 1 both store to c4 slot 2"), std::string::npos) << run.result.message;
+  }
+  {
+    const Case c8 = parse_case(c, 5);
+    TensorMap inputs = pool().make_inputs(c8);
+    inputs.at("kv").set(3 * 512 + 7, INFINITY);
+    const CaseRun run = run_case(pool(), c8, nullptr, inputs);
+    EXPECT_EQ(run.result.status, CaseStatus::bad_input) << run.result.report();
+    EXPECT_NE(run.result.message.find("kv[0, 3, 7] = inf"), std::string::npos) << run.result.message;
+  }
   try {
     pool().make_inputs(parse_case("memory_pool(tokens=20,full_pages=4)", 1));
     FAIL() << "no error";

@@ -1,6 +1,6 @@
 // Device-level pieces of memory_pool steps for the GPU tests that compose steps themselves (two
-// batches interleaved layer by layer, a pool that lives across many steps), plus the comparison
-// of gathered entries with the CPU unpack. Rows [begin, end) of a case's inputs form one batch.
+// batches interleaved layer by layer, a pool that lives across many steps). Rows [begin, end) of
+// a case's inputs form one batch.
 #pragma once
 
 #include "harness/components/memory_pool.h"

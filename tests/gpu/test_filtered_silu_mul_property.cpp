@@ -1,5 +1,7 @@
 // Properties of filtered_silu_mul on the GPU over shapes biased to the kernel's edges: R from 0
-// to 4097 (0, 1, odd, the grid's and a block's boundaries), I a multiple of 8 (vector path) or
+// to 4097 (0, 1, odd, multiples of the 4-row tile, 2112 = one wave of 4-row blocks on the H200;
+// the 8- to 16-row tiles of batches above 12672 rows are in the descriptor's verify cases, at a
+// small I so that the reference stays cheap), I a multiple of 8 (vector path) or
 // not (element path, partial last chunk), any kept fraction, expert_step 1, 16 or 64, normal or
 // adversarial values. A failure prints the case and RapidCheck's RC_PARAMS reproduction, and the
 // shrunk case is saved under fixtures/regressions/, which the GPU suite then runs every time.

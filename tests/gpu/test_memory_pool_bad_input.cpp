@@ -47,7 +47,7 @@ TEST(MemoryPoolGpuBadInput, TwoRowsOnOneSlot) {
 }
 
 // The launch wrapper checks every layer argument before its first launch.
-TEST(MemoryPoolGpuBadInput, LayerTheSwaPoolDoesNotHaveWritesNothing) {
+TEST(MemoryPoolGpuBadInput, LayerArgumentsOutsideThePoolsWriteNothing) {
   DSV4H_GPU_OR_SKIP(gpu);
   const Case c = parse_case(kCase, 5);
   const TensorMap host_inputs = component().make_inputs(c);
