@@ -123,12 +123,15 @@ void validate_inputs(const Case& c, const TensorMap& inputs) {
                      shape_string(it->second.shape()) + ", the case needs " + dtype_name(spec.first) +
                      shape_string(spec.second));
   }
+  const int32_t* stored_loc = inputs.at("out_cache_loc").data<int32_t>();
   // The FP8 formats scale by the amax of each tile, which a NaN or an infinity leaves undefined
-  // (upstream's quantisers do not say what to store); such values are refused, not guessed.
+  // (upstream's quantisers do not say what to store): a stored row's values must be finite. Rows
+  // that store nothing (-1, or the sink 0 of graph padding, which holds NaN on purpose) may hold any.
   for (const char* name : {"kv", "compressed_kv", "index_k"}) {
     const HostTensor& t = inputs.at(name);
+    const int64_t dims = t.shape()[2];
     for (int64_t i = 0; i < t.numel(); ++i)
-      if (!std::isfinite(t.get(i)))
+      if (stored_loc[(i / dims) % s.tokens] > 0 && !std::isfinite(t.get(i)))
         throw BadInput("memory_pool: " + std::string(name) + t.index_string(i) + " = " + format_value(t.get(i)) +
                        ": the FP8 cache formats hold finite values only");
   }
