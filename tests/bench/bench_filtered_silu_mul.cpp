@@ -16,7 +16,6 @@
 #include "bench_support.h"
 #include "harness/gpu/device_tensor.h"
 #include "harness/random.h"
-#include "kernels/empty_kernel.h"
 #include "kernels/filtered_silu_mul.h"
 
 namespace dsv4h {
@@ -119,20 +118,7 @@ void BM_filtered_silu_mul(benchmark::State& state) {
   state.counters["launches_per_sample"] = static_cast<double>(k);
 }
 
-void BM_empty_kernel(benchmark::State& state) {
-  Pool& p = pool();
-  GpuTimer timer;
-  const int64_t k = launches_per_sample(0);
-  launch_empty_kernel(p.stream);
-  for (auto _ : state) {
-    const double s = timer.seconds(p.stream, [&] {
-      for (int64_t i = 0; i < k; ++i) launch_empty_kernel(p.stream);
-    });
-    state.SetIterationTime(s / k);
-  }
-  state.counters["bytes"] = 0;
-  state.counters["launches_per_sample"] = static_cast<double>(k);
-}
+void BM_empty_kernel(benchmark::State& state) { time_empty_kernel(state, pool().stream, launches_per_sample(0)); }
 
 BENCHMARK(BM_empty_kernel)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_filtered_silu_mul)

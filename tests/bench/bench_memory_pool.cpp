@@ -17,7 +17,6 @@
 #include "bench_support.h"
 #include "harness/gpu/device_tensor.h"
 #include "harness/random.h"
-#include "kernels/empty_kernel.h"
 #include "kernels/kv_pool.h"
 #include "reference/kv_cache_model1.h"
 
@@ -148,20 +147,7 @@ void BM_kv_step(benchmark::State& state) {
 }
 
 // Named apart from the other binaries' empty kernels: the GPU report merges benchmarks by name.
-void BM_empty_kernel_pool(benchmark::State& state) {
-  Bench& b = bench();
-  GpuTimer timer;
-  const int64_t k = launches_per_sample(0);
-  launch_empty_kernel(b.stream);
-  for (auto _ : state) {
-    const double s = timer.seconds(b.stream, [&] {
-      for (int64_t i = 0; i < k; ++i) launch_empty_kernel(b.stream);
-    });
-    state.SetIterationTime(s / k);
-  }
-  state.counters["bytes"] = 0;
-  state.counters["launches_per_sample"] = static_cast<double>(k);
-}
+void BM_empty_kernel_pool(benchmark::State& state) { time_empty_kernel(state, bench().stream, launches_per_sample(0)); }
 
 BENCHMARK(BM_empty_kernel_pool)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_kv_store)->ArgName("tokens")->Arg(1)->Arg(8)->Arg(64)->Arg(256)->Arg(4096)->Arg(65536)->Arg(1 << 20)

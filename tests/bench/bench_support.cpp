@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "kernels/empty_kernel.h"
+
 namespace dsv4h {
 
 GpuTimer::GpuTimer() {
@@ -37,6 +39,19 @@ double measure_copy_ceiling(void* dst, const void* src, size_t bytes, hipStream_
   const double ceiling = rates[rates.size() / 2];
   std::printf("device-to-device copy ceiling measured here: %.1f GB/s (read + write)\n", ceiling / 1e9);
   return ceiling;
+}
+
+void time_empty_kernel(benchmark::State& state, hipStream_t stream, int64_t launches) {
+  GpuTimer timer;
+  launch_empty_kernel(stream);
+  for (auto _ : state) {
+    const double s = timer.seconds(stream, [&] {
+      for (int64_t i = 0; i < launches; ++i) launch_empty_kernel(stream);
+    });
+    state.SetIterationTime(s / static_cast<double>(launches));
+  }
+  state.counters["bytes"] = 0;
+  state.counters["launches_per_sample"] = static_cast<double>(launches);
 }
 
 int run_benchmarks(int argc, char** argv, const std::function<void()>& before_run) {

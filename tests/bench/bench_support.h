@@ -1,9 +1,11 @@
 // What every benchmark binary shares: GPU event timing, the device-to-device copy ceiling measured
-// in the same process, and a main() that skips (exit 77) where no GPU is found.
+// in the same process, the empty-kernel floor, and a main() that skips (exit 77) where no GPU is found.
 #pragma once
 
 #include <cstddef>
 #include <functional>
+
+#include <benchmark/benchmark.h>
 
 #include "kernels/portability.h"
 
@@ -33,6 +35,10 @@ class GpuTimer {
 // Bytes per second (read + write counted) of a device-to-device copy of `bytes`: the median of 15
 // copies after one warm-up. Prints it, since every fraction of it the benchmarks report hangs on it.
 double measure_copy_ceiling(void* dst, const void* src, size_t bytes, hipStream_t stream);
+
+// The floor that launch-bound benchmarks compare with: `launches` empty kernels back to back per
+// sample on `stream`, reported as the mean device time per launch.
+void time_empty_kernel(benchmark::State& state, hipStream_t stream, int64_t launches);
 
 // main() of a benchmark binary: exit 77 without a GPU; otherwise `before_run` (e.g. to add the
 // copy ceiling to the JSON context), then the registered benchmarks.
