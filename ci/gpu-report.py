@@ -54,19 +54,22 @@ def load(path):
 def collect(work):
     part = {"tests": [], "mutants": [], "sanitizer": [], "benchmarks": [], "context": {}}
     for path in sorted(glob.glob(os.path.join(work, "gtest", "*.json"))):
-        binary = os.path.basename(path)[:-5]
+        binary = os.path.basename(path)[:-5].split(".shard")[0]  # a binary's gtest shards are one binary
         for suite in load(path)["testsuites"]:
             for t in suite["testsuite"]:
                 status = "skip" if t.get("result") == "SKIPPED" else ("fail" if t.get("failures") else "pass")
                 part["tests"].append({"binary": binary, "name": suite["name"] + "." + t["name"],
                                       "component": component_of(suite["name"]), "status": status, "time": t.get("time")})
-    if os.path.exists(os.path.join(work, "verify.json")):
-        v = load(os.path.join(work, "verify.json"))
-        part["verify"] = {"device": v["device"], "passed": v["passed"], "failed": v["failed"],
-                          "cases": [{"case": c["case"], "source": c["source"], "status": c["status"],
-                                     "budget_used": worst_budget(c["checks"])}
-                                    for c in v["cases"]],
-                          "graph_replay": v["graph_replay"]}
+    # dsv4h verify, one file per component (ci/gpu-suite runs the components side by side).
+    for path in sorted(glob.glob(os.path.join(work, "verify", "*.json"))):
+        v = load(path)
+        verify = part.setdefault("verify", {"device": v["device"], "passed": 0, "failed": 0, "cases": [],
+                                            "graph_replay": []})
+        verify["passed"] += v["passed"]
+        verify["failed"] += v["failed"]
+        verify["cases"] += [{"case": c["case"], "source": c["source"], "status": c["status"],
+                             "budget_used": worst_budget(c["checks"])} for c in v["cases"]]
+        verify["graph_replay"] += v["graph_replay"]
     part["mutants"] = [load(p) for p in sorted(glob.glob(os.path.join(work, "mutants", "*.json")))]
     part["sanitizer"] = [load(p) for p in sorted(glob.glob(os.path.join(work, "sanitizer", "*.json")))]
     for path in sorted(glob.glob(os.path.join(work, "bench-*.json"))):
