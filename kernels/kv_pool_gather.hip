@@ -11,6 +11,11 @@ namespace dsv4h {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kModel1ThreadsPerToken = 64;
+constexpr int kIndexerThreadsPerEntry = 16;
+// Rows a thread group gathers per block. A gather's data load waits for its slot, so a group holds
+// kSteps rows in flight: first every slot, then every data load, then the unpacks and stores.
+constexpr int kSteps = 4;
 
 struct Gather {
   const uint8_t* layer_base;
@@ -20,38 +25,56 @@ struct Gather {
   void* out;
 };
 
-// 64 threads a token as in the store: 8 fp8 codes (8 B) in, 8 bf16 (16 B) out per thread.
+// Rows of the block's steps for one group, and their slots (-1 past the end: no entry).
+template <int kThreadsPer>
+__device__ __forceinline__ void load_slots(const Gather& a, int64_t (&row)[kSteps], int32_t (&slot)[kSteps]) {
+  constexpr int kGroups = kThreads / kThreadsPer;
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    row[i] = (int64_t{blockIdx.x} * kSteps + i) * kGroups + threadIdx.x / kThreadsPer;
+    slot[i] = row[i] < a.n ? a.slots[row[i]] : -1;
+  }
+}
+
+// 64 threads a token as in the store: 8 fp8 codes (8 B) in, 8 bf16 (16 B) out per thread; the 8
+// rope threads copy 16 B each.
 __global__ void __launch_bounds__(kThreads) kv_gather_model1(Gather a) {
 #if defined(DSV4H_MUTANT_NOOP)
   if (a.n >= 0) return;
 #endif
-  const int64_t row = int64_t{blockIdx.x} * (kThreads / 64) + threadIdx.x / 64;
-  const int t = threadIdx.x % 64;
-  if (row >= a.n) return;
-  const int32_t slot = a.slots[row];
-  uint4* out = reinterpret_cast<uint4*>(static_cast<uint16_t*>(a.out) + row * 512) + t;
-  if (slot < 0 || slot >= a.pool_slots) {  // no entry (-1) or bad input: zeros, nothing read
-    *out = make_uint4(0, 0, 0, 0);
-    return;
-  }
-  const uint8_t* page = a.layer_base + (slot / a.tokens_per_page) * a.page_bytes;
-  const int64_t entry = slot % a.tokens_per_page;
-  if (t >= 56) {
-    *out = *reinterpret_cast<const uint4*>(page + entry * 576 + 448 + (t - 56) * 16);
-    return;
-  }
-  const uint2 codes = *reinterpret_cast<const uint2*>(page + entry * 576 + t * 8);
-  const int e = static_cast<int>(page[a.tokens_per_page * 576 + entry * 8 + t / 8]) - 127;
-  uint32_t w[4];
+  const int t = threadIdx.x % kModel1ThreadsPerToken;
+  int64_t row[kSteps];
+  int32_t slot[kSteps];
+  load_slots<kModel1ThreadsPerToken>(a, row, slot);
+  uint4 data[kSteps];  // the rope, or the codes in .x and .y
+  int exponent[kSteps];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t word = i < 2 ? codes.x : codes.y;
-    const int shift = 16 * (i % 2);
-    const uint16_t lo = kv_fp8::float_to_bf16(ldexpf(kv_fp8::fp8_e4m3_to_float(static_cast<uint8_t>(word >> shift)), e));
-    const uint16_t hi = kv_fp8::float_to_bf16(ldexpf(kv_fp8::fp8_e4m3_to_float(static_cast<uint8_t>(word >> (shift + 8))), e));
-    w[i] = lo | (static_cast<uint32_t>(hi) << 16);
+  for (int i = 0; i < kSteps; ++i) {
+    data[i] = make_uint4(0, 0, 0, 0);
+    exponent[i] = 0;
+    if (slot[i] < 0 || slot[i] >= a.pool_slots) continue;  // no entry (-1) or bad input: zeros, nothing read
+    const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.tokens_per_page);
+    const uint8_t* page = a.layer_base + place.page * a.page_bytes;
+    const int64_t entry = place.entry;
+    if (t >= 56) {
+      data[i] = load_read_only(reinterpret_cast<const uint4*>(page + entry * 576 + 448) + (t - 56));
+    } else {
+      const uint2 codes = load_read_only(reinterpret_cast<const uint2*>(page + entry * 576) + t);
+      data[i].x = codes.x, data[i].y = codes.y;
+      exponent[i] = static_cast<int>(page[a.tokens_per_page * 576 + entry * 8 + t / 8]) - 127;
+    }
   }
-  *out = make_uint4(w[0], w[1], w[2], w[3]);
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    if (row[i] >= a.n) continue;
+    uint4* out = reinterpret_cast<uint4*>(static_cast<uint16_t*>(a.out) + row[i] * 512) + t;
+    const bool valid = slot[i] >= 0 && slot[i] < a.pool_slots;
+    if (!valid || t >= 56) {
+      store_evict_first(out, data[i]);
+      continue;
+    }
+    store_evict_first(out, kv_fp8::fp8x8_to_bf16x8(make_uint2(data[i].x, data[i].y), exponent[i]));
+  }
 }
 
 // 16 threads an entry: 8 codes in, 8 floats (32 B) out per thread.
@@ -59,24 +82,38 @@ __global__ void __launch_bounds__(kThreads) kv_gather_indexer(Gather a) {
 #if defined(DSV4H_MUTANT_NOOP)
   if (a.n >= 0) return;
 #endif
-  const int64_t row = int64_t{blockIdx.x} * (kThreads / 16) + threadIdx.x / 16;
-  const int t = threadIdx.x % 16;
-  if (row >= a.n) return;
-  const int32_t slot = a.slots[row];
-  float4* out = reinterpret_cast<float4*>(static_cast<float*>(a.out) + row * 128 + t * 8);
-  if (slot < 0 || slot >= a.pool_slots) {  // no entry (-1) or bad input: zeros, nothing read
-    out[0] = out[1] = make_float4(0.f, 0.f, 0.f, 0.f);
-    return;
-  }
-  const uint8_t* page = a.layer_base + (slot / a.tokens_per_page) * a.page_bytes;
-  const int64_t entry = slot % a.tokens_per_page;
-  const uint2 codes = *reinterpret_cast<const uint2*>(page + entry * 128 + t * 8);
-  const float scale = *reinterpret_cast<const float*>(page + a.tokens_per_page * 128 + entry * 4);
-  float v[8];
+  const int t = threadIdx.x % kIndexerThreadsPerEntry;
+  int64_t row[kSteps];
+  int32_t slot[kSteps];
+  load_slots<kIndexerThreadsPerEntry>(a, row, slot);
+  uint2 codes[kSteps];
+  float scale[kSteps];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = kv_fp8::fp8_e4m3_to_float(static_cast<uint8_t>((i < 4 ? codes.x : codes.y) >> (8 * (i % 4)))) * scale;
-  out[0] = make_float4(v[0], v[1], v[2], v[3]);
-  out[1] = make_float4(v[4], v[5], v[6], v[7]);
+  for (int i = 0; i < kSteps; ++i) {
+    codes[i] = make_uint2(0, 0);
+    scale[i] = 0.f;
+    if (slot[i] < 0 || slot[i] >= a.pool_slots) continue;  // no entry (-1) or bad input: zeros, nothing read
+    const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.tokens_per_page);
+    const uint8_t* page = a.layer_base + place.page * a.page_bytes;
+    const int64_t entry = place.entry;
+    codes[i] = load_read_only(reinterpret_cast<const uint2*>(page + entry * 128) + t);
+    scale[i] = *reinterpret_cast<const float*>(page + a.tokens_per_page * 128 + entry * 4);
+  }
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    if (row[i] >= a.n) continue;
+    float4* out = reinterpret_cast<float4*>(static_cast<float*>(a.out) + row[i] * 128 + t * 8);
+    if (slot[i] < 0 || slot[i] >= a.pool_slots) {
+      out[0] = out[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+      continue;
+    }
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      v[j] = kv_fp8::fp8_e4m3_to_float(static_cast<uint8_t>((j < 4 ? codes[i].x : codes[i].y) >> (8 * (j % 4)))) * scale[i];
+    out[0] = make_float4(v[0], v[1], v[2], v[3]);
+    out[1] = make_float4(v[4], v[5], v[6], v[7]);
+  }
 }
 
 Gather checked(const KvPoolBuffer& pool, int layer, const int32_t* slots, int64_t n, void* out, int64_t entry_bytes) {
@@ -90,6 +127,7 @@ Gather checked(const KvPoolBuffer& pool, int layer, const int32_t* slots, int64_
   kv_require(pool.tokens_per_page > 0 && pool.page_bytes >= pool.tokens_per_page * entry_bytes && pool.page_bytes % align == 0,
              "gather: page_bytes " + std::to_string(pool.page_bytes) + " does not fit the page format (a multiple of " +
                  std::to_string(align) + " bytes holding every entry)");
+  kv_require(pool.slots() <= INT32_MAX, "gather: more than 2^31 slots in the pool");
   kv_require(reinterpret_cast<uintptr_t>(pool.base) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0,
              "gather: the pool and the output must be 16-byte aligned");
   return Gather{pool.base + layer * pool.layer_bytes(), pool.tokens_per_page, pool.page_bytes, pool.slots(), slots, n, out};
@@ -97,12 +135,12 @@ Gather checked(const KvPoolBuffer& pool, int layer, const int32_t* slots, int64_
 
 }  // namespace
 
-// Grids: one block of 256 threads per 4 latents or 16 keys, as in the store.
+// Grids: one block of 256 threads per kSteps x 4 latents or kSteps x 16 keys, as in the store.
 void launch_kv_gather_model1(const KvPoolBuffer& pool, int layer, const int32_t* slots, int64_t n, uint16_t* out,
                              hipStream_t stream) {
   const Gather a = checked(pool, layer, slots, n, out, 584);
   if (n == 0) return;
-  kv_gather_model1<<<static_cast<unsigned>((n + 3) / 4), kThreads, 0, stream>>>(a);
+  kv_gather_model1<<<static_cast<unsigned>((n + 4 * kSteps - 1) / (4 * kSteps)), kThreads, 0, stream>>>(a);
   DSV4H_LAUNCH_CHECK("kv_gather_model1");
 }
 
@@ -110,7 +148,7 @@ void launch_kv_gather_indexer(const KvPoolBuffer& pool, int layer, const int32_t
                               hipStream_t stream) {
   const Gather a = checked(pool, layer, slots, n, out, 132);
   if (n == 0) return;
-  kv_gather_indexer<<<static_cast<unsigned>((n + 15) / 16), kThreads, 0, stream>>>(a);
+  kv_gather_indexer<<<static_cast<unsigned>((n + 16 * kSteps - 1) / (16 * kSteps)), kThreads, 0, stream>>>(a);
   DSV4H_LAUNCH_CHECK("kv_gather_indexer");
 }
 

@@ -16,9 +16,13 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kModel1ThreadsPerToken = 64;  // 8 values (16 B of bf16) each: 56 nope threads, 8 rope
-constexpr int kModel1TokensPerBlock = kThreads / kModel1ThreadsPerToken;
+constexpr int kModel1Groups = kThreads / kModel1ThreadsPerToken;
 constexpr int kIndexerThreadsPerEntry = 16;  // 8 values each
-constexpr int kIndexerEntriesPerBlock = kThreads / kIndexerThreadsPerEntry;
+constexpr int kIndexerGroups = kThreads / kIndexerThreadsPerEntry;
+// Tokens (entries) a thread group stores per block, their loads all issued before any is used.
+constexpr int kSteps = 4;
+constexpr int kModel1TokensPerBlock = kModel1Groups * kSteps;
+constexpr int kIndexerEntriesPerBlock = kIndexerGroups * kSteps;
 
 // One pool layer a store writes into, and the rows and locations it writes.
 struct StorePart {
@@ -36,95 +40,105 @@ struct LayerStore {
   int64_t tokens, swa_blocks, compressed_blocks, indexer_blocks;
 };
 
-// A MODEL1 token is 64 threads: each loads 16 B, the 8 threads of a 64-dim tile agree on its amax
-// through shared memory, and each writes its 8 fp8 codes as one 8-byte store; the first thread
-// writes the 8 scale bytes (7 exponents and the zero pad) in one store. Rows whose location is 0
-// or -1 (and slots outside the pool, which the harness rejects before launching) store nothing.
-__device__ __forceinline__ void store_model1(const StorePart& a, int64_t tokens, int64_t block, float* part_amax,
-                                             uint8_t (*exponents)[8]) {
-  const int local = threadIdx.x / kModel1ThreadsPerToken, t = threadIdx.x % kModel1ThreadsPerToken;
-  const int64_t row = block * kModel1TokensPerBlock + local;
-  const int32_t slot = row < tokens ? a.locs[row] : 0;
-  const bool active = slot > 0 && slot < a.slots;
-  uint4 in = make_uint4(0, 0, 0, 0);
-  if (active) in = reinterpret_cast<const uint4*>(a.rows + row * 512)[t];
-  const uint16_t* v = reinterpret_cast<const uint16_t*>(&in);
-  float amax = 0.f;
+// A group's rows and their 16-byte slices: every location and every row load of the block issued
+// at once (the rows do not wait for their locations), so that a block has kSteps tokens a group
+// in flight. Rows past the end get location 0 (nothing stored) and no load.
+template <int kGroups, int kThreadsPer, int kRowElems>
+__device__ __forceinline__ void load_rows(const StorePart& a, int64_t tokens, int64_t block, int64_t (&row)[kSteps],
+                                          int32_t (&slot)[kSteps], uint4 (&in)[kSteps]) {
+  const int group = threadIdx.x / kThreadsPer, t = threadIdx.x % kThreadsPer;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(kv_fp8::bf16_to_float(v[i])));
-  part_amax[threadIdx.x] = amax;
-  __syncthreads();
-  uint8_t* page = a.layer_base + (slot / a.tokens_per_page) * a.page_bytes;
-  const int64_t entry = slot % a.tokens_per_page;
-  if (active && t < 56) {
-    const int first = threadIdx.x & ~7;
-    float tile_amax = part_amax[first];
-#pragma unroll
-    for (int i = 1; i < 8; ++i) tile_amax = fmaxf(tile_amax, part_amax[first + i]);
-    const int e = kv_fp8::scale_exponent(tile_amax, -13);
-    uint32_t lo = 0, hi = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      lo |= static_cast<uint32_t>(kv_fp8::fp8_e4m3_rn(ldexpf(kv_fp8::bf16_to_float(v[i]), -e))) << (8 * i);
-      hi |= static_cast<uint32_t>(kv_fp8::fp8_e4m3_rn(ldexpf(kv_fp8::bf16_to_float(v[4 + i]), -e))) << (8 * i);
-    }
-    *reinterpret_cast<uint2*>(page + entry * 576 + t * 8) = make_uint2(lo, hi);
-    if (t % 8 == 0) exponents[local][t / 8] = static_cast<uint8_t>(e + 127);
-  } else if (active) {
-    *reinterpret_cast<uint4*>(page + entry * 576 + 448 + (t - 56) * 16) = in;  // rope, as it is
-  }
-  __syncthreads();
-  if (active && t == 0) {
-    const uint8_t* x = exponents[local];
-    const uint32_t lo = x[0] | (x[1] << 8) | (x[2] << 16) | (static_cast<uint32_t>(x[3]) << 24);
-    const uint32_t hi = x[4] | (x[5] << 8) | (x[6] << 16);
-    *reinterpret_cast<uint2*>(page + a.tokens_per_page * 576 + entry * 8) = make_uint2(lo, hi);
+  for (int i = 0; i < kSteps; ++i) {
+    row[i] = (block * kSteps + i) * kGroups + group;
+    slot[i] = row[i] < tokens ? a.locs[row[i]] : 0;
+    in[i] = row[i] < tokens ? load_read_only(reinterpret_cast<const uint4*>(a.rows + row[i] * kRowElems) + t)
+                            : make_uint4(0, 0, 0, 0);
   }
 }
 
-// An indexer entry is 16 threads of 8 values; the 16 partial maxima meet in shared memory.
-__device__ __forceinline__ void store_indexer(const StorePart& a, int64_t tokens, int64_t block, float* part_amax) {
-  const int local = threadIdx.x / kIndexerThreadsPerEntry, t = threadIdx.x % kIndexerThreadsPerEntry;
-  const int64_t row = block * kIndexerEntriesPerBlock + local;
-  const int32_t slot = row < tokens ? a.locs[row] : 0;
-  const bool active = slot > 0 && slot < a.slots;
-  uint4 in = make_uint4(0, 0, 0, 0);
-  if (active) in = reinterpret_cast<const uint4*>(a.rows + row * 128)[t];
+__device__ __forceinline__ float amax8(uint4 in) {
   const uint16_t* v = reinterpret_cast<const uint16_t*>(&in);
   float amax = 0.f;
 #pragma unroll
   for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(kv_fp8::bf16_to_float(v[i])));
-  part_amax[threadIdx.x] = amax;
-  __syncthreads();
-  if (!active) return;
-  const int first = local * kIndexerThreadsPerEntry;
-  float entry_amax = part_amax[first];
+  return amax;
+}
+
+// A MODEL1 token is 64 threads: each holds 16 B, the 8 threads of a 64-dim tile agree on its amax
+// through lane exchanges, and each writes its 8 fp8 codes as one 8-byte store; the tiles' exponents
+// meet in shared memory (a token spans two warps), and thread i of the group writes the 8 scale
+// bytes (7 exponents and the zero pad) of its step i in one store. Rows
+// whose location is 0 or -1 (and slots outside the pool, which the harness rejects before
+// launching) store nothing.
+__device__ __forceinline__ void store_model1(const StorePart& a, int64_t tokens, int64_t block,
+                                             uint8_t (*exponents)[kModel1Groups][8]) {
+  const int group = threadIdx.x / kModel1ThreadsPerToken, t = threadIdx.x % kModel1ThreadsPerToken;
+  int64_t row[kSteps];
+  int32_t slot[kSteps];
+  uint4 in[kSteps];
+  load_rows<kModel1Groups, kModel1ThreadsPerToken, 512>(a, tokens, block, row, slot, in);
+  float tile_amax[kSteps];  // every lane of the warp takes part in the exchange, before any branch
 #pragma unroll
-  for (int i = 1; i < kIndexerThreadsPerEntry; ++i) entry_amax = fmaxf(entry_amax, part_amax[first + i]);
-  const int e = kv_fp8::scale_exponent(entry_amax, -22);
-  uint8_t* page = a.layer_base + (slot / a.tokens_per_page) * a.page_bytes;
-  const int64_t entry = slot % a.tokens_per_page;
-  uint32_t lo = 0, hi = 0;
+  for (int i = 0; i < kSteps; ++i) tile_amax[i] = max_over_lanes(amax8(in[i]), 8);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    lo |= static_cast<uint32_t>(kv_fp8::fp8_e4m3_rn(ldexpf(kv_fp8::bf16_to_float(v[i]), -e))) << (8 * i);
-    hi |= static_cast<uint32_t>(kv_fp8::fp8_e4m3_rn(ldexpf(kv_fp8::bf16_to_float(v[4 + i]), -e))) << (8 * i);
+  for (int i = 0; i < kSteps; ++i) {
+    if (!(slot[i] > 0 && slot[i] < a.slots)) continue;
+    const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.tokens_per_page);
+    uint8_t* entry = a.layer_base + place.page * a.page_bytes + place.entry * 576;
+    if (t < 56) {
+      const int e = kv_fp8::scale_exponent(tile_amax[i], -13);
+      *reinterpret_cast<uint2*>(entry + t * 8) = kv_fp8::bf16x8_to_fp8x8(in[i], e);
+      if (t % 8 == 0) exponents[i][group][t / 8] = static_cast<uint8_t>(e + 127);
+    } else {
+      *reinterpret_cast<uint4*>(entry + 448 + (t - 56) * 16) = in[i];  // rope, as it is
+    }
   }
-  *reinterpret_cast<uint2*>(page + entry * 128 + t * 8) = make_uint2(lo, hi);
-  if (t == 0) *reinterpret_cast<float*>(page + a.tokens_per_page * 128 + entry * 4) = ldexpf(1.f, e);
+  __syncthreads();
+  int32_t scale_slot = 0;  // slot[t], selected without indexing the array (which would put it in memory)
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) scale_slot = t == i ? slot[i] : scale_slot;
+  if (t < kSteps && scale_slot > 0 && scale_slot < a.slots) {
+    const uint8_t* x = exponents[t][group];
+    const uint32_t lo = x[0] | (x[1] << 8) | (x[2] << 16) | (static_cast<uint32_t>(x[3]) << 24);
+    const uint32_t hi = x[4] | (x[5] << 8) | (x[6] << 16);
+    const kv_fp8::SlotPlace place = kv_fp8::place_of(scale_slot, a.tokens_per_page);
+    uint8_t* page = a.layer_base + place.page * a.page_bytes;
+    *reinterpret_cast<uint2*>(page + a.tokens_per_page * 576 + place.entry * 8) = make_uint2(lo, hi);
+  }
+}
+
+// An indexer entry is 16 threads of 8 values; the 16 partial maxima meet through lane exchanges.
+__device__ __forceinline__ void store_indexer(const StorePart& a, int64_t tokens, int64_t block) {
+  const int t = threadIdx.x % kIndexerThreadsPerEntry;
+  int64_t row[kSteps];
+  int32_t slot[kSteps];
+  uint4 in[kSteps];
+  load_rows<kIndexerGroups, kIndexerThreadsPerEntry, 128>(a, tokens, block, row, slot, in);
+  float entry_amax[kSteps];  // every lane of the warp takes part in the exchange, before any branch
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) entry_amax[i] = max_over_lanes(amax8(in[i]), kIndexerThreadsPerEntry);
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    if (!(slot[i] > 0 && slot[i] < a.slots)) continue;
+    const int e = kv_fp8::scale_exponent(entry_amax[i], -22);
+    const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.tokens_per_page);
+    uint8_t* page = a.layer_base + place.page * a.page_bytes;
+    const int64_t entry = place.entry;
+    *reinterpret_cast<uint2*>(page + entry * 128 + t * 8) = kv_fp8::bf16x8_to_fp8x8(in[i], e);
+    if (t == 0) *reinterpret_cast<float*>(page + a.tokens_per_page * 128 + entry * 4) = ldexpf(1.f, e);
+  }
 }
 
 __global__ void __launch_bounds__(kThreads) kv_store_layer(LayerStore a) {
 #if defined(DSV4H_MUTANT_NOOP)
   if (a.tokens >= 0) return;
 #endif
-  __shared__ float part_amax[kThreads];
-  __shared__ uint8_t exponents[kModel1TokensPerBlock][8];
+  __shared__ uint8_t exponents[kSteps][kModel1Groups][8];
   int64_t block = blockIdx.x;
-  if (block < a.swa_blocks) return store_model1(a.swa, a.tokens, block, part_amax, exponents);
+  if (block < a.swa_blocks) return store_model1(a.swa, a.tokens, block, exponents);
   block -= a.swa_blocks;
-  if (block < a.compressed_blocks) return store_model1(a.compressed, a.tokens, block, part_amax, exponents);
-  store_indexer(a.indexer, a.tokens, block - a.compressed_blocks, part_amax);
+  if (block < a.compressed_blocks) return store_model1(a.compressed, a.tokens, block, exponents);
+  store_indexer(a.indexer, a.tokens, block - a.compressed_blocks);
 }
 
 void check_pool(const KvPoolBuffer& pool, int layer, int64_t entry_bytes, const char* name) {
@@ -163,8 +177,8 @@ void check_layer(const KvPoolSet& pools, const KvStepLocations& step, const KvLa
 
 }  // namespace
 
-// Grid: one block of 256 threads per 4 tokens of each MODEL1 part and per 16 indexer entries, every
-// thread moving 16 B of input, all parts of the layer in one launch (a decode step's layer is one
+// Grid: one block of 256 threads per 16 tokens of each MODEL1 part and per 64 indexer entries, every
+// thread moving kSteps x 16 B of input, all parts of the layer in one launch (a decode step's layer is one
 // small launch, not three); a prefill has enough blocks to fill the device many times over, with
 // no grid-stride loop, which keeps the shared-memory exchange per token simple.
 void launch_kv_store_layer(const KvPoolSet& pools, const KvStepLocations& step, const KvLayerStore& layer,

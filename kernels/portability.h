@@ -82,11 +82,18 @@ __device__ __forceinline__ uint32_t pack_bf16x2_rn(float lo, float hi) {
 #endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
-// A 16-byte load of data no kernel writes while this one runs (the read-only path on NVIDIA), and a
+// A 16-byte (or 8-byte) load of data no kernel writes while this one runs (the read-only path on NVIDIA), and a
 // 16-byte store of data this kernel will not read again (evict-first on NVIDIA). On AMD both are
 // plain accesses: the nontemporal builtins take native vector types, and no AMD GPU here could
 // measure whether they pay.
 __device__ __forceinline__ uint4 load_read_only(const uint4* p) {
+#if defined(DSV4H_GPU_NVIDIA)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+__device__ __forceinline__ uint2 load_read_only(const uint2* p) {
 #if defined(DSV4H_GPU_NVIDIA)
   return __ldg(p);
 #else
@@ -99,6 +106,21 @@ __device__ __forceinline__ void store_evict_first(uint4* p, uint4 v) {
 #else
   *p = v;
 #endif
+}
+#endif
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+// The largest `value` over each aligned group of `width` lanes (a power of two up to 32), in every
+// lane of the group. Every lane of the warp must call it (no lane branched away).
+__device__ __forceinline__ float max_over_lanes(float value, int width) {
+  for (int offset = width / 2; offset > 0; offset /= 2) {
+#if defined(DSV4H_GPU_NVIDIA)
+    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset, width));
+#else
+    value = fmaxf(value, __shfl_xor(value, offset, width));
+#endif
+  }
+  return value;
 }
 #endif
 

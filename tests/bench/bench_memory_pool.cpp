@@ -1,8 +1,10 @@
 // Benchmarks of the memory pool kernels (Google Benchmark, manual time from GPU events).
 //
 // Store (pack + scatter into the SWA pool, page 256) and gather (+ unpack) of N MODEL1 tokens, N in
-// {256, 4096, 65536, 1M}, at slots shuffled over the pool, as a decode batch's scattered slots are
-// (a prefill's are contiguous: the easy case). Each timing sample launches K times back to back
+// {256, 4096, 65536, 1M}, in two slot orders: scatter:1, every token at a random slot of the pool
+// (a decode batch's tokens, each in its own request; the hard case), and scatter:0, runs of 256
+// tokens filling a page, the pages in random order (the allocator's layout for a prefill, which
+// hands out whole pages). Each timing sample launches K times back to back
 // over rotating token ranges so that small N do not run from L2, and reports the mean per launch.
 // Counters: bytes moved (1024 B bf16 latent + 584 B entry + 4 B slot per token, each way), GB/s,
 // the device-to-device copy bandwidth measured in this process and the fraction of it reached.
@@ -32,12 +34,13 @@ constexpr double kBytesPerToken = kv_model1_bytes_per_token();
 // (never slot 0), a full_to_swa identity map for the step benchmark, and the gather output.
 struct Bench {
   hipStream_t stream = nullptr;
-  DeviceBuffer latents, pool_bytes, slots, full_to_swa, seq_lens, step_locs, gathered;
+  DeviceBuffer latents, pool_bytes, slots, page_runs, full_to_swa, seq_lens, step_locs, gathered;
   KvPoolSet pools;
   double copy_ceiling_bytes_per_s = 0;
 
   Bench()
       : latents(kMaxTokens * 1024), pool_bytes(kPages * reference::model1_page_bytes(kPage)), slots(kMaxTokens * 4),
+        page_runs(kMaxTokens * 4),
         full_to_swa(kPages * kPage * 4), seq_lens(kMaxTokens * 4), step_locs(3 * kMaxTokens * 4),
         gathered(kMaxTokens * 1024) {
     DSV4H_HIP_CHECK(hipStreamCreate(&stream));
@@ -51,6 +54,11 @@ struct Bench {
     std::iota(s.begin(), s.end(), static_cast<int32_t>(kPage));
     for (size_t i = s.size(); i > 1; --i) std::swap(s[i - 1], s[static_cast<size_t>(rng.integer(0, static_cast<int64_t>(i) - 1))]);
     DSV4H_HIP_CHECK(hipMemcpy(slots.data(), s.data(), slots.bytes(), hipMemcpyHostToDevice));
+    std::vector<int32_t> pages(static_cast<size_t>(kPages - 1));
+    std::iota(pages.begin(), pages.end(), 1);
+    for (size_t i = pages.size(); i > 1; --i) std::swap(pages[i - 1], pages[static_cast<size_t>(rng.integer(0, static_cast<int64_t>(i) - 1))]);
+    for (size_t i = 0; i < s.size(); ++i) s[i] = static_cast<int32_t>(pages[i / kPage] * kPage + static_cast<int64_t>(i % kPage));
+    DSV4H_HIP_CHECK(hipMemcpy(page_runs.data(), s.data(), page_runs.bytes(), hipMemcpyHostToDevice));
     std::vector<int32_t> identity(static_cast<size_t>(kPages * kPage));
     std::iota(identity.begin(), identity.end(), 0);
     DSV4H_HIP_CHECK(hipMemcpy(full_to_swa.data(), identity.data(), full_to_swa.bytes(), hipMemcpyHostToDevice));
@@ -116,12 +124,18 @@ void time_sets(benchmark::State& state, int64_t n, double bytes, Launch&& launch
   state.counters["launches_per_sample"] = static_cast<double>(k);
 }
 
+// The slots of the benchmark's order (its second argument, scatter: 1 every token shuffled, 0 page runs).
+int32_t* slots_of(const benchmark::State& state) {
+  return static_cast<int32_t*>(state.range(1) ? bench().slots.data() : bench().page_runs.data());
+}
+
 void BM_kv_store(benchmark::State& state) {
   Bench& b = bench();
   const int64_t n = state.range(0);
+  int32_t* const slots = slots_of(state);
   time_sets(state, n, n * kBytesPerToken, [&](int64_t first) {
     KvStepLocations s = b.step(first, n);
-    s.swa_out_loc = static_cast<int32_t*>(b.slots.data()) + first;  // the shuffled slots themselves
+    s.swa_out_loc = slots + first;  // the slots themselves, no translation
     launch_kv_store_layer(b.pools, s, b.layer(first), b.stream);
   });
 }
@@ -129,9 +143,10 @@ void BM_kv_store(benchmark::State& state) {
 void BM_kv_gather(benchmark::State& state) {
   Bench& b = bench();
   const int64_t n = state.range(0);
+  int32_t* const slots = slots_of(state);
   time_sets(state, n, n * kBytesPerToken, [&](int64_t first) {
-    launch_kv_gather_model1(b.pools.swa, 0, static_cast<const int32_t*>(b.slots.data()) + first, n,
-                            static_cast<uint16_t*>(b.gathered.data()) + first * 512, b.stream);
+    launch_kv_gather_model1(b.pools.swa, 0, slots + first, n, static_cast<uint16_t*>(b.gathered.data()) + first * 512,
+                            b.stream);
   });
 }
 
@@ -150,9 +165,10 @@ void BM_kv_step(benchmark::State& state) {
 void BM_empty_kernel_pool(benchmark::State& state) { time_empty_kernel(state, bench().stream, launches_per_sample(0)); }
 
 BENCHMARK(BM_empty_kernel_pool)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
-BENCHMARK(BM_kv_store)->ArgName("tokens")->Arg(1)->Arg(8)->Arg(64)->Arg(256)->Arg(4096)->Arg(65536)->Arg(1 << 20)
+BENCHMARK(BM_kv_store)->ArgNames({"tokens", "scatter"})->ArgsProduct({{1, 8, 64, 256}, {1}})
+    ->ArgsProduct({{4096, 65536, 1 << 20}, {0, 1}})
     ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
-BENCHMARK(BM_kv_gather)->ArgName("tokens")->Arg(256)->Arg(4096)->Arg(65536)->Arg(1 << 20)
+BENCHMARK(BM_kv_gather)->ArgNames({"tokens", "scatter"})->ArgsProduct({{256}, {1}})->ArgsProduct({{4096, 65536, 1 << 20}, {0, 1}})
     ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_kv_step)->ArgName("tokens")->Arg(1)->Arg(8)->Arg(64)->Arg(256)
     ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
