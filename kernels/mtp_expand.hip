@@ -1,9 +1,16 @@
 // MTP draft-row expansion: expanded[row] = per_request[row / topk] for every field (spec 7).
 //
-// Grid and block: one block of 128 threads per output row, each thread copying strided columns
-// of every field in turn, so writes are coalesced and the widest field (c4_sparse_page_indices,
-// 512 or 1024 columns) takes a few passes. Output rows are bs * topk (at most a few thousand), so
-// a block per row fills the device; the grid depends only on the arguments, fixed at capture.
+// The kernel is latency-bound (a row is a few KB at most): its time is the number of memory round
+// trips a block makes in a row. A store may alias any later int32 load, so a loop that copies field
+// after field, column after column, waits one round trip per field and pass (16 for every field).
+// Here the launch wrapper lays a row's fields end to end as work units of 4 columns (one 16-byte
+// access) where the width is a multiple of 4 and both addresses are aligned, else of 1 column, and
+// thread t takes units t, t + 128, ..., loading four of them before storing any: one round trip for
+// rows of up to 2048 int32 (every field at ctx 8192 is 748).
+//
+// Grid and block: one block of 128 threads per output row. Output rows are bs * topk (at most a
+// few thousand), so a block per row fills the device; the grid depends only on the arguments,
+// fixed at capture.
 //
 // Mutant MTP_ZERO_PAD (review finding 3): the per-request rows copied once, in order, and the rest
 // zero-padded, as _pad_tensor_to_size(..., value=0) does; right only for topk = 1. NOOP does nothing.
@@ -15,10 +22,55 @@ namespace dsv4h {
 namespace {
 
 constexpr int kThreads = 128;
+constexpr int kUnitsPerThread = 4;  // units a thread has in flight
 
-__global__ void __launch_bounds__(kThreads) mtp_expand(MtpExpandArgs a) {
+// One row of every field as work units (built by the launch wrapper): field f has cols[f]
+// columns, in units of width[f] columns (4: one 16-byte access).
+struct ExpandKernelArgs {
+  int num_fields;
+  int64_t units;  // of all fields
+  const int32_t* per_request[kMtpMaxFields];
+  int32_t* expanded[kMtpMaxFields];
+  int64_t cols[kMtpMaxFields];
+  int64_t units_end[kMtpMaxFields];  // units of fields 0..f
+  int32_t width[kMtpMaxFields];
+  int64_t requests, topk;
+};
+
+// The units a thread copies in one pass (units first + threadIdx.x + i * kThreads), loaded.
+struct Pass {
+  int field[kUnitsPerThread];  // -1: no unit
+  int64_t col[kUnitsPerThread];
+  uint4 value[kUnitsPerThread];
+};
+
+// Locates the thread's units of the pass at `first` and loads them from per-request row `source`
+// (-1: none); no stores, so every load is in flight at once.
+__device__ __forceinline__ Pass load_pass(const ExpandKernelArgs& a, int64_t first, int64_t source) {
+  Pass pass;
+  int field = 0;
+#pragma unroll
+  for (int i = 0; i < kUnitsPerThread; ++i) {
+    const int64_t unit = first + i * kThreads + threadIdx.x;
+    pass.field[i] = -1;
+    pass.col[i] = 0;
+    pass.value[i] = make_uint4(0, 0, 0, 0);
+    if (unit >= a.units) continue;
+    while (unit >= a.units_end[field]) ++field;
+    const int64_t col = (unit - (field > 0 ? a.units_end[field - 1] : 0)) * a.width[field];
+    pass.field[i] = field;
+    pass.col[i] = col;
+    if (source < 0) continue;
+    const int32_t* const from = a.per_request[field] + source * a.cols[field] + col;
+    if (a.width[field] == 4) pass.value[i] = load_read_only(reinterpret_cast<const uint4*>(from));
+    else pass.value[i].x = static_cast<uint32_t>(*from);
+  }
+  return pass;
+}
+
+__global__ void __launch_bounds__(kThreads) mtp_expand(ExpandKernelArgs a) {
 #if defined(DSV4H_MUTANT_NOOP)
-  if (a.output_rows >= 0) return;
+  if (a.requests >= 0) return;
 #endif
   const int64_t row = blockIdx.x;
 #if defined(DSV4H_MUTANT_MTP_ZERO_PAD)
@@ -26,10 +78,17 @@ __global__ void __launch_bounds__(kThreads) mtp_expand(MtpExpandArgs a) {
 #else
   const int64_t source = row / a.topk;
 #endif
-  for (int f = 0; f < a.num_fields; ++f) {
-    const int64_t cols = a.cols[f];
-    for (int64_t c = threadIdx.x; c < cols; c += kThreads)
-      a.expanded[f][row * cols + c] = source >= 0 ? a.per_request[f][source * cols + c] : 0;
+  for (int64_t first = 0; first < a.units; first += kThreads * kUnitsPerThread) {
+    const Pass pass = load_pass(a, first, source);
+#pragma unroll
+    for (int i = 0; i < kUnitsPerThread; ++i) {
+      const int field = pass.field[i];
+      if (field < 0) continue;
+      int32_t* const to = a.expanded[field] + row * a.cols[field] + pass.col[i];
+      const uint4 value = source >= 0 ? pass.value[i] : make_uint4(0, 0, 0, 0);
+      if (a.width[field] == 4) *reinterpret_cast<uint4*>(to) = value;
+      else *to = static_cast<int32_t>(value.x);
+    }
   }
 }
 
@@ -54,7 +113,20 @@ void launch_mtp_expand(const MtpExpandArgs& args, hipStream_t stream) {
             "field " + std::to_string(f) + ": null device pointer");
   }
   if (args.output_rows == 0) return;
-  mtp_expand<<<static_cast<unsigned>(args.output_rows), kThreads, 0, stream>>>(args);
+  ExpandKernelArgs k{};
+  k.num_fields = args.num_fields;
+  k.requests = args.requests;
+  k.topk = args.topk;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  for (int f = 0; f < args.num_fields; ++f) {
+    k.per_request[f] = args.per_request[f];
+    k.expanded[f] = args.expanded[f];
+    k.cols[f] = args.cols[f];
+    k.width[f] = args.cols[f] % 4 == 0 && aligned(args.per_request[f]) && aligned(args.expanded[f]) ? 4 : 1;
+    k.units += args.cols[f] / k.width[f];
+    k.units_end[f] = k.units;
+  }
+  mtp_expand<<<static_cast<unsigned>(args.output_rows), kThreads, 0, stream>>>(k);
   DSV4H_LAUNCH_CHECK("mtp_expand");
 }
 
