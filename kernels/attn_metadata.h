@@ -1,7 +1,7 @@
-// Launch wrappers of the attention metadata of one step (spec 6.2) and of its copy into a captured
-// graph's buffer set with the tail reset (spec 6.4), plus the consumer a layer would run (a gather
-// through swa_page_indices). All int32; every size explicit; the real counts are device data so
-// that the sequence can be captured once and replayed at any batch size.
+// Launch wrappers of the attention metadata of one step (spec 6.2) together with its copy into a
+// captured graph's buffer set with the tail reset (spec 6.4), plus the consumer a layer would run
+// (a gather through swa_page_indices). All int32; every size explicit; the real counts are device
+// data so that the sequence can be captured once and replayed at any batch size.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +21,13 @@ struct AttnMetadataBuffers {
   int64_t index_topk;  // c4_sparse_page_indices columns
 };
 
-// Builds the rows of the real requests into `staging` (rows beyond them are not written) and
-// writes their count to *num_rows. Rows are request-major, token order, each token row_repeat times.
-struct AttnMetadataBuildArgs {
+// The per-step update, one launch: builds the rows of the real requests into `staging` (rows
+// beyond them are not written), writes their count to *num_rows, and writes every row of
+// `buffers`: rows [0, min(*num_rows, buffers.rows)) get the staging rows of the same index
+// (columns beyond a narrower staging field become padding), the rest the padding of spec 6.4.
+// Rows are request-major, token order, each token row_repeat times. The counts are read on the
+// device: no host synchronisation, so the launch is captured once and replayed at any batch size.
+struct AttnMetadataUpdateArgs {
   const int32_t* req_to_token;      // [pool, ctx]
   int64_t pool, ctx;
   const int32_t* full_to_swa;       // [full_slots]
@@ -38,15 +42,7 @@ struct AttnMetadataBuildArgs {
   int64_t row_repeat;               // draft decode: topk; else 1
   AttnMetadataBuffers staging;
   int32_t* num_rows;                // device scalar written: the real rows (at most staging.rows)
-};
-
-// Copies rows [0, *num_rows) of every field from `staging` into `buffers` (columns beyond a
-// narrower staging field become padding) and resets rows [*num_rows, buffers.rows) to the padding
-// of spec 6.4. The count is read on the device: no host synchronisation.
-struct AttnMetadataCopyArgs {
-  AttnMetadataBuffers buffers;
-  AttnMetadataBuffers staging;  // written only by the builder; read here
-  const int32_t* num_rows;
+  AttnMetadataBuffers buffers;      // the graph's set: no field narrower than its staging field
 };
 
 // The consumer: gathered[row][k] = swa_kv[swa_page_indices[row][k]] for k < swa_topk_lengths[row]
@@ -61,8 +57,7 @@ struct SwaGatherArgs {
 };
 
 // Each throws std::invalid_argument naming the field on impossible sizes, and enqueues one kernel.
-void launch_attn_metadata_build(const AttnMetadataBuildArgs& args, hipStream_t stream);
-void launch_attn_metadata_copy_into(const AttnMetadataCopyArgs& args, hipStream_t stream);
+void launch_attn_metadata_update(const AttnMetadataUpdateArgs& args, hipStream_t stream);
 void launch_swa_gather(const SwaGatherArgs& args, hipStream_t stream);
 
 }  // namespace dsv4h

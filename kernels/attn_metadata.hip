@@ -1,38 +1,38 @@
-// Attention metadata of one step (spec 6.2), its copy into a captured graph's buffers with the tail
-// reset (spec 6.4), and a consumer that gathers through swa_page_indices.
+// Attention metadata of one step (spec 6.2), built into a staging set and, in the same launch,
+// copied into a captured graph's buffer set with the tail reset (spec 6.4); and a consumer that
+// gathers through swa_page_indices.
 //
-// The metadata kernels are latency-bound: a row is at most a few KB, so a block takes as long as
-// the memory round trips on its longest chain of dependent accesses. A store may alias any later
-// int32 load, so the compiler never moves a load above a store: each thread here issues all the
-// loads it can before its first store, and reads nothing on a chain it does not need.
+// The update is latency-bound: a row is at most a few KB, so a block takes as long as the memory
+// round trips on its longest chain of dependent accesses, and a second kernel adds a launch and
+// its drain (on the H200, build then copy took 5.8 us per replay at bs 1, this one launch 3.9 us,
+// an empty kernel's graph 1.4). A store may alias any later int32 load, so the compiler never
+// moves a load above a store: each thread here issues all the loads it can before its first
+// store, and reads nothing on a chain it does not need.
 //
-// attn_metadata_build: one block of 128 threads per staging row. 128 is the SWA window, so thread
-// k builds column k of swa_page_indices. The chain num_reqs -> request row -> req_to_token ->
-// full_to_swa is inherent, but in decode and target verify (tokens per request fixed) a row's
-// request is known without the count: its req_pool_indices and seq_lens (and out_cache_loc) are
-// read alongside num_reqs, in bounds, and the count only decides afterwards whether the row is
-// written. With its SWA position each thread also reads req_to_token at the page starts 256 c,
-// c = k, k + 128, ... (four per round trip): that one value gives page_table column c and
+// attn_metadata_update: one block of 128 threads per row of the larger set. 128 is the SWA window,
+// so thread k computes column k of swa_page_indices. The chain num_reqs -> request row ->
+// req_to_token -> full_to_swa is inherent, but in decode and target verify (tokens per request
+// fixed) a row's request is known without the count: its req_pool_indices and seq_lens (and
+// out_cache_loc) are read alongside num_reqs, in bounds, and the count only decides afterwards
+// where the row goes. With its SWA position each thread also reads req_to_token at the page starts
+// 256 c, c = k, k + 128, ... (four per round trip): that one value gives page_table column c and
 // c128_page_indices columns 2c and 2c + 1 (column j reads position 256 (j / 2)). Three round trips
-// before the stores; it was six, and one more per pass of page_table and c128_page_indices.
-//
-// attn_metadata_copy_into: one block of 256 threads per buffer row. The row's 16 fields are laid
-// end to end as work units of 4 columns (one 16-byte access) where both widths are multiples of 4
-// and both addresses aligned, else of 1 column (the table is built by the launch wrapper); thread
-// t takes units t, t + 256, ..., four in flight at a time. They are loaded from the staging row of
-// the same index before the row count arrives (in bounds, unused where the count says padding),
-// and the count then picks loaded values or padding: one round trip for rows of up to 4096 int32
-// (a ctx 131072 row has about 2200), where every field and pass cost one before.
+// before the stores. Each value of a real row is then stored from the registers into its staging
+// row and into the buffer row of the same index: the copy reads nothing back, so it costs no round
+// trip. Buffer columns beyond a narrower staging field and buffer rows beyond the real ones get
+// the padding (16-byte stores where aligned).
 //
 // Rows are few (bs x tokens per request, at most a few thousand) and independent, so a block per
 // row fills the device without a grid-stride loop; the real counts are read on the device, so the
 // grid is the bucket's and is fixed at capture.
 //
-// Mutants of review findings 1 and 2, compiled in only under their DSV4H_MUTANT_* definition:
-// META_PADDING_ITEM reads the real row count back to the host (a sync: capture must fail),
-// META_FULL_SHAPE_COPY copies every staging row (the tail gets stale rows, no reset),
-// META_ROW0_BROADCAST broadcasts a one-row source to every row (torch's copy_ of a 1-row src),
-// META_TAIL_NOT_RESET leaves the tail rows as an earlier replay left them. NOOP does nothing.
+// Mutants, compiled in only under their DSV4H_MUTANT_* definition:
+// META_PADDING_ITEM (review finding 1) reads the real row count back to the host before the launch
+// (a sync: capture must fail; an eager run reads the previous step's count) and copies that many
+// rows, META_FULL_SHAPE_COPY (finding 2) copies every staging row (those this step does not build
+// as memory holds them: stale) and pads no tail row, META_ROW0_BROADCAST gives every buffer row
+// row 0's values when one row is real (torch's copy_ of a 1-row src), META_TAIL_NOT_RESET leaves
+// the tail rows as an earlier replay left them. NOOP does nothing.
 #include "attn_metadata.h"
 
 #include <string>
@@ -40,13 +40,13 @@
 namespace dsv4h {
 namespace {
 
-constexpr int kThreads = 128;        // build and gather: a thread per SWA column
-constexpr int kPagesPerThread = 4;   // page starts a build thread reads in one round trip
-constexpr int kCopyThreads = 256;
-constexpr int kUnitsPerThread = 4;   // copy units a thread has in flight
-constexpr int kFields = 16;
+constexpr int kThreads = 128;       // a thread per SWA column
+constexpr int kPagesPerThread = 4;  // page starts a thread reads in one round trip
 constexpr int64_t kPage = 256;
 constexpr int64_t kWindow = 128;
+
+using Buffers = AttnMetadataBuffers;
+using Field = int32_t* Buffers::*;  // one field of a set
 
 __device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
@@ -69,7 +69,7 @@ struct RowSource {
 };
 
 // Prefill: the request that owns token `token`, from a running scan of extend_lens.
-__device__ RowSource locate_by_scan(const AttnMetadataBuildArgs& a, int64_t n, int64_t token) {
+__device__ RowSource locate_by_scan(const AttnMetadataUpdateArgs& a, int64_t n, int64_t token) {
   __shared__ int64_t scratch[kThreads];
   __shared__ int64_t found_request, found_token;
   if (threadIdx.x == 0) found_request = -1, found_token = 0;
@@ -90,201 +90,236 @@ __device__ RowSource locate_by_scan(const AttnMetadataBuildArgs& a, int64_t n, i
   return s;
 }
 
-__global__ void __launch_bounds__(kThreads) attn_metadata_build(AttnMetadataBuildArgs a) {
-#if defined(DSV4H_MUTANT_NOOP)
-  if (a.max_reqs >= 0) return;
-#endif
-  const AttnMetadataBuffers& s = a.staging;
-  const int64_t row = blockIdx.x;
-  const int64_t token = row / a.row_repeat;
+// The full slot of position pos of pool row req, -1 where the inputs have none (bad input that
+// the harness refuses before any launch; here it keeps reads in bounds, also for a row that the
+// count then turns out not to own).
+__device__ __forceinline__ int64_t full_slot(const AttnMetadataUpdateArgs& a, int64_t req, int64_t pos) {
+  if (req < 0 || req >= a.pool || pos < 0 || pos >= a.ctx) return -1;
+  const int64_t slot = a.req_to_token[req * a.ctx + pos];
+  return slot >= 0 && slot < a.full_slots ? slot : -1;
+}
+
+// Page start c serves page_table column c and c128_page_indices columns 2c and 2c + 1.
+__device__ __forceinline__ int64_t page_starts(const Buffers& s) {
+  return s.page_cols > (s.c128_cols + 1) / 2 ? s.page_cols : (s.c128_cols + 1) / 2;
+}
+
+// The full slots of the thread's page starts first + i * kThreads + threadIdx.x.
+__device__ __forceinline__ void read_pages(const AttnMetadataUpdateArgs& a, int64_t req, int64_t first,
+                                           int64_t (&slots)[kPagesPerThread]) {
+  const int64_t pages = page_starts(a.staging);
+#pragma unroll
+  for (int i = 0; i < kPagesPerThread; ++i) {
+    const int64_t c = first + i * kThreads + threadIdx.x;
+    slots[i] = c < pages ? full_slot(a, req, kPage * c) : -1;
+  }
+}
+
+// What a thread loads of row `index` before its first store, and the step's real row count.
+struct Row {
+  int64_t real_rows;  // rows below it are real: the scan's or the count's tokens cover them
+  int64_t req, L;     // the request's req_to_token row (may be out of range) and its kv length
+  int32_t raw;        // out_cache_loc[index], thread 0 only
+  int64_t swa_full;   // full slot of position L - 1 - threadIdx.x
+  int64_t page_slots[kPagesPerThread];  // full slots of the thread's first page starts
+};
+
+__device__ __forceinline__ Row load_row(const AttnMetadataUpdateArgs& a, int64_t index) {
+  const Buffers& s = a.staging;
+  const int64_t k = threadIdx.x;
+  const int64_t token = index / a.row_repeat;
   const int32_t count = *a.num_reqs;
-  const int32_t raw = threadIdx.x == 0 && row < s.rows ? a.out_cache_loc[row] : 0;  // one per staging row
+  Row row;
+  row.raw = k == 0 && index < s.rows ? a.out_cache_loc[index] : 0;  // one per staging row
   RowSource src;
-  if (a.tokens_per_request > 0) {  // the owner without the count; checked against it below
+  if (a.tokens_per_request > 0) {  // the owner without the count; the count decides below
     src.request = token / a.tokens_per_request;
     src.token = token % a.tokens_per_request;
   } else {
     src = locate_by_scan(a, clamp64(count, 0, a.max_reqs), token);
   }
   const bool in_batch = src.request >= 0 && src.request < a.max_reqs;
-  const int64_t req = in_batch ? a.req_pool_indices[src.request] : -1;
+  row.req = in_batch ? a.req_pool_indices[src.request] : -1;
   const int64_t seq_len = in_batch ? a.seq_lens[src.request] : 0;
   const int64_t extend = a.tokens_per_request > 0 ? a.tokens_per_request : in_batch ? a.extend_lens[src.request] : 0;
-  const int64_t L = seq_len - extend + src.token + 1, p = L - 1;
-  const bool req_ok = req >= 0 && req < a.pool;
-  // The full slot of position pos of this request, -1 where the inputs have none (bad input that
-  // the harness refuses before any launch; here it keeps reads in bounds, also for a row that the
-  // count then turns out not to own).
-  const auto full_slot = [&](int64_t pos) -> int64_t {
-    if (!req_ok || pos < 0 || pos >= a.ctx) return -1;
-    const int64_t slot = a.req_to_token[req * a.ctx + pos];
-    return slot >= 0 && slot < a.full_slots ? slot : -1;
-  };
-  // Page start c serves page_table column c and c128_page_indices columns 2c and 2c + 1.
-  const int64_t k = threadIdx.x;
-  const int64_t pages = s.page_cols > (s.c128_cols + 1) / 2 ? s.page_cols : (s.c128_cols + 1) / 2;
-  int64_t page_slot[kPagesPerThread];
-  const auto read_pages = [&](int64_t first) {
+  row.L = seq_len - extend + src.token + 1;
+  row.swa_full = full_slot(a, row.req, row.L - 1 - k);
+  read_pages(a, row.req, 0, row.page_slots);
+
+  if (a.tokens_per_request > 0) src.tokens = clamp64(count, 0, a.max_reqs) * a.tokens_per_request;
+  row.real_rows = src.tokens * a.row_repeat < s.rows ? src.tokens * a.row_repeat : s.rows;
+  return row;
+}
+
+// Where write_row stores a row's values: staging row `row` and/or buffer row `row`.
+struct RowSink {
+  const Buffers& staging;
+  const Buffers& buffers;
+  int64_t row;
+  bool to_staging, to_buffers;
+
+  // Column `col` of `field`, whose rows are staging_cols and buffer_cols wide.
+  __device__ __forceinline__ void put(Field field, int64_t staging_cols, int64_t buffer_cols, int64_t col,
+                                      int64_t value) const {
+    if (to_staging) (staging.*field)[row * staging_cols + col] = static_cast<int32_t>(value);
+    if (to_buffers) (buffers.*field)[row * buffer_cols + col] = static_cast<int32_t>(value);
+  }
+};
+
+// Stores the values of `row` in the staging widths (the buffer's wider columns are left to
+// pad_buffer_row). Every load precedes the first store but those of the page starts beyond the
+// first kThreads * kPagesPerThread (ctx above 131072), a round trip per kThreads * kPagesPerThread.
+__device__ __forceinline__ void write_row(const AttnMetadataUpdateArgs& a, const Row& row, const RowSink& sink) {
+  const Buffers& s = a.staging;
+  const Buffers& b = a.buffers;
+  const int64_t k = threadIdx.x, L = row.L, p = L - 1;
+  const int32_t swa = row.swa_full >= 0 ? a.full_to_swa[row.swa_full] : -1;
+  if (k == 0) {
+    const auto scalar = [&](Field field, int64_t value) { sink.put(field, 1, 1, 0, value); };
+    const int32_t raw = row.raw;
+    const int64_t c4_clamp1 = L / 4 > 1 ? L / 4 : 1;
+    scalar(&Buffers::raw_out_loc, raw);
+    scalar(&Buffers::seq_lens_casual, L);
+    scalar(&Buffers::positions_casual, p);
+    scalar(&Buffers::swa_topk_lengths, L < kWindow ? L : kWindow);
+    scalar(&Buffers::c4_out_loc, L % 4 == 0 ? raw / 4 : 0);
+    scalar(&Buffers::c4_positions, p & ~int64_t{3});
+    scalar(&Buffers::c4_topk_lengths_raw, L / 4);
+    scalar(&Buffers::c4_topk_lengths_clamp1, c4_clamp1);
+    scalar(&Buffers::c4_sparse_topk_lengths, c4_clamp1 < s.index_topk ? c4_clamp1 : s.index_topk);
+    scalar(&Buffers::c128_out_loc, L % 128 == 0 ? raw / 128 : 0);
+    scalar(&Buffers::c128_positions, p & ~int64_t{127});
+    scalar(&Buffers::c128_topk_lengths_clamp1, L / 128 > 1 ? L / 128 : 1);
+  }
+  int64_t slots[kPagesPerThread];
 #pragma unroll
-    for (int i = 0; i < kPagesPerThread; ++i) {
-      const int64_t c = first + i * kThreads + k;
-      page_slot[i] = c < pages ? full_slot(kPage * c) : -1;
-    }
-  };
+  for (int i = 0; i < kPagesPerThread; ++i) slots[i] = row.page_slots[i];
   const auto write_pages = [&](int64_t first) {
 #pragma unroll
     for (int i = 0; i < kPagesPerThread; ++i) {
-      const int64_t c = first + i * kThreads + k, slot = page_slot[i];
-      if (c < s.page_cols) s.page_table[row * s.page_cols + c] = static_cast<int32_t>(slot >= 0 ? slot / kPage : -1);
+      const int64_t c = first + i * kThreads + k, slot = slots[i];
+      if (c < s.page_cols) sink.put(&Buffers::page_table, s.page_cols, b.page_cols, c, slot >= 0 ? slot / kPage : -1);
       for (int64_t j = 2 * c; j < 2 * c + 2 && j < s.c128_cols; ++j)
-        s.c128_page_indices[row * s.c128_cols + j] =
-            static_cast<int32_t>(j < L / 128 && slot >= 0 ? slot / kPage * 2 + j % 2 : -1);
+        sink.put(&Buffers::c128_page_indices, s.c128_cols, b.c128_cols, j,
+                 j < L / 128 && slot >= 0 ? slot / kPage * 2 + j % 2 : -1);
     }
   };
-  const int64_t swa_full = full_slot(p - k);
-  read_pages(0);
-
-  const int64_t n = clamp64(count, 0, a.max_reqs);
-  if (a.tokens_per_request > 0) {
-    src.tokens = n * a.tokens_per_request;
-    if (token >= src.tokens) src.request = -1;
-  }
-  const int64_t real_rows = src.tokens * a.row_repeat < s.rows ? src.tokens * a.row_repeat : s.rows;
-  if (row == 0 && threadIdx.x == 0) *a.num_rows = static_cast<int32_t>(real_rows);
-  if (row >= real_rows || src.request < 0) return;
-
-  const int32_t swa = swa_full >= 0 ? a.full_to_swa[swa_full] : -1;
-  if (threadIdx.x == 0) {
-    s.raw_out_loc[row] = raw;
-    s.seq_lens_casual[row] = static_cast<int32_t>(L);
-    s.positions_casual[row] = static_cast<int32_t>(p);
-    s.swa_topk_lengths[row] = static_cast<int32_t>(L < kWindow ? L : kWindow);
-    s.c4_out_loc[row] = L % 4 == 0 ? raw / 4 : 0;
-    s.c4_positions[row] = static_cast<int32_t>(p & ~int64_t{3});
-    s.c4_topk_lengths_raw[row] = static_cast<int32_t>(L / 4);
-    const int64_t c4_clamp1 = L / 4 > 1 ? L / 4 : 1;
-    s.c4_topk_lengths_clamp1[row] = static_cast<int32_t>(c4_clamp1);
-    s.c4_sparse_topk_lengths[row] = static_cast<int32_t>(c4_clamp1 < s.index_topk ? c4_clamp1 : s.index_topk);
-    s.c128_out_loc[row] = L % 128 == 0 ? raw / 128 : 0;
-    s.c128_positions[row] = static_cast<int32_t>(p & ~int64_t{127});
-    s.c128_topk_lengths_clamp1[row] = static_cast<int32_t>(L / 128 > 1 ? L / 128 : 1);
-  }
   write_pages(0);
-  for (int64_t j = k; j < s.index_topk; j += kThreads) s.c4_sparse_page_indices[row * s.index_topk + j] = -1;
+  for (int64_t j = k; j < s.index_topk; j += kThreads)
+    sink.put(&Buffers::c4_sparse_page_indices, s.index_topk, b.index_topk, j, -1);
+  const int64_t pages = page_starts(s);
   for (int64_t first = kThreads * kPagesPerThread; first < pages; first += kThreads * kPagesPerThread) {
-    read_pages(first);
+    read_pages(a, row.req, first, slots);
     write_pages(first);
   }
-  s.swa_page_indices[row * kWindow + k] = swa;
+  sink.put(&Buffers::swa_page_indices, kWindow, kWindow, k, swa);
 }
 
-// The copy of one row of every field, as work units (built by the launch wrapper): field f's
-// buffer row has dst_cols[f] columns, the first src_cols[f] from its staging row, the rest
-// padding[f]; its units are width[f] columns each (4: one 16-byte access; both widths are then
-// multiples of 4, so a unit is all staging or all padding).
-struct RowFields {
-  int count;
-  int64_t units;                  // of all fields
-  int32_t* dst[kFields];
-  const int32_t* src[kFields];
-  int64_t dst_cols[kFields], src_cols[kFields];
-  int64_t units_end[kFields];     // units of fields 0..f
-  int32_t width[kFields];
-  int32_t padding[kFields];
-};
+// Stores `value` into columns [from, end) of the row at `to`, 16 bytes at a time where aligned.
+__device__ __forceinline__ void fill(int32_t* to, int64_t from, int64_t end, int32_t value) {
+  const int64_t k = threadIdx.x;
+  const int64_t misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(to + from) / sizeof(int32_t) % 4);
+  const int64_t head = from + (4 - misaligned) % 4 < end ? from + (4 - misaligned) % 4 : end;
+  const int64_t quads = end > head ? (end - head) / 4 : 0;
+  const uint32_t u = static_cast<uint32_t>(value);
+  for (int64_t c = from + k; c < head; c += kThreads) to[c] = value;
+  for (int64_t q = k; q < quads; q += kThreads) reinterpret_cast<uint4*>(to + head)[q] = make_uint4(u, u, u, u);
+  for (int64_t c = head + 4 * quads + k; c < end; c += kThreads) to[c] = value;
+}
 
-struct CopyKernelArgs {
-  RowFields fields;
-  const int32_t* num_rows;
-  int64_t buffer_rows, staging_rows;
+// Spec 6.4's padding in buffer row `row`: in every column (a row of no real request) or only in
+// the columns beyond the narrower staging fields (a copied row).
+__device__ __forceinline__ void pad_buffer_row(const Buffers& b, const Buffers& s, int64_t row, bool whole) {
+  if (whole) {
+    if (threadIdx.x == 0) {
+      b.raw_out_loc[row] = 0;
+      b.seq_lens_casual[row] = 1;
+      b.positions_casual[row] = 0;
+      b.swa_topk_lengths[row] = 1;
+      b.c4_out_loc[row] = 0;
+      b.c4_positions[row] = 0;
+      b.c4_topk_lengths_raw[row] = 0;
+      b.c4_topk_lengths_clamp1[row] = 1;
+      b.c4_sparse_topk_lengths[row] = 1;
+      b.c128_out_loc[row] = 0;
+      b.c128_positions[row] = 0;
+      b.c128_topk_lengths_clamp1[row] = 1;
+    }
+    b.swa_page_indices[row * kWindow + threadIdx.x] = -1;
+  }
+  fill(b.c4_sparse_page_indices + row * b.index_topk, whole ? 0 : s.index_topk, b.index_topk, -1);
+  fill(b.c128_page_indices + row * b.c128_cols, whole ? 0 : s.c128_cols, b.c128_cols, -1);
+  fill(b.page_table + row * b.page_cols, whole ? 0 : s.page_cols, b.page_cols, 0);  // page 0: the write sink
+}
+
+#if defined(DSV4H_MUTANT_META_PADDING_ITEM) || defined(DSV4H_MUTANT_META_FULL_SHAPE_COPY)
+// Staging row `row` as memory holds it into buffer row `row`, for a row this launch does not build
+// (so no block writes it while it is read).
+__device__ void copy_staging_row(const Buffers& b, const Buffers& s, int64_t row) {
+  const auto copy = [&](Field field, int64_t staging_cols, int64_t buffer_cols) {
+    for (int64_t c = threadIdx.x; c < staging_cols; c += kThreads)
+      (b.*field)[row * buffer_cols + c] = (s.*field)[row * staging_cols + c];
+  };
+  const Field scalars[] = {&Buffers::raw_out_loc, &Buffers::seq_lens_casual, &Buffers::positions_casual,
+                           &Buffers::swa_topk_lengths, &Buffers::c4_out_loc, &Buffers::c4_positions,
+                           &Buffers::c4_topk_lengths_raw, &Buffers::c4_topk_lengths_clamp1,
+                           &Buffers::c4_sparse_topk_lengths, &Buffers::c128_out_loc, &Buffers::c128_positions,
+                           &Buffers::c128_topk_lengths_clamp1};
+  for (const Field field : scalars) copy(field, 1, 1);
+  copy(&Buffers::swa_page_indices, kWindow, kWindow);
+  copy(&Buffers::c4_sparse_page_indices, s.index_topk, b.index_topk);
+  copy(&Buffers::c128_page_indices, s.c128_cols, b.c128_cols);
+  copy(&Buffers::page_table, s.page_cols, b.page_cols);
+}
+#endif
+
+struct UpdateKernelArgs {
+  AttnMetadataUpdateArgs a;
 #if defined(DSV4H_MUTANT_META_PADDING_ITEM)
   int64_t rows_read_on_host;
 #endif
 };
 
-// The units a thread copies in one pass (units first + threadIdx.x + i * kCopyThreads), loaded.
-struct Pass {
-  int field[kUnitsPerThread];  // -1: no unit
-  int64_t col[kUnitsPerThread];
-  uint4 value[kUnitsPerThread];
-};
-
-// Locates the thread's units of the pass at `first` and loads them from staging row `src_row`
-// (-1: none); no stores, so every load is in flight at once.
-__device__ __forceinline__ Pass load_pass(const RowFields& f, int64_t first, int64_t src_row) {
-  Pass pass;
-  int field = 0;
-#pragma unroll
-  for (int i = 0; i < kUnitsPerThread; ++i) {
-    const int64_t unit = first + i * kCopyThreads + threadIdx.x;
-    pass.field[i] = -1;
-    pass.col[i] = 0;
-    pass.value[i] = make_uint4(0, 0, 0, 0);
-    if (unit >= f.units) continue;
-    while (unit >= f.units_end[field]) ++field;
-    const int64_t col = (unit - (field > 0 ? f.units_end[field - 1] : 0)) * f.width[field];
-    pass.field[i] = field;
-    pass.col[i] = col;
-    if (src_row < 0 || col >= f.src_cols[field]) continue;
-    const int32_t* const from = f.src[field] + src_row * f.src_cols[field] + col;
-    if (f.width[field] == 4) pass.value[i] = load_read_only(reinterpret_cast<const uint4*>(from));
-    else pass.value[i].x = static_cast<uint32_t>(*from);
-  }
-  return pass;
-}
-
-// Stores the pass's units into buffer row `row`: staging row `src_row`'s values (-1: none) in
-// its columns, padding elsewhere.
-__device__ __forceinline__ void store_pass(const RowFields& f, const Pass& pass, int64_t row, int64_t src_row) {
-#pragma unroll
-  for (int i = 0; i < kUnitsPerThread; ++i) {
-    const int field = pass.field[i];
-    if (field < 0) continue;
-    const bool staged = src_row >= 0 && pass.col[i] < f.src_cols[field];
-    const uint32_t pad = static_cast<uint32_t>(f.padding[field]);
-    int32_t* const to = f.dst[field] + row * f.dst_cols[field] + pass.col[i];
-    if (f.width[field] == 4) *reinterpret_cast<uint4*>(to) = staged ? pass.value[i] : make_uint4(pad, pad, pad, pad);
-    else *to = static_cast<int32_t>(staged ? pass.value[i].x : pad);
-  }
-}
-
-// Staging rows to copy: the builder's count, clamped to both sets.
-__device__ __forceinline__ int64_t rows_to_copy(const CopyKernelArgs& k) {
-#if defined(DSV4H_MUTANT_META_PADDING_ITEM)
-  const int64_t device_rows = k.rows_read_on_host;
-#else
-  const int64_t device_rows = *k.num_rows;
-#endif
-  return clamp64(device_rows, 0, k.buffer_rows < k.staging_rows ? k.buffer_rows : k.staging_rows);
-}
-
-__global__ void __launch_bounds__(kCopyThreads) attn_metadata_copy_into(CopyKernelArgs k) {
+// Block `index` builds staging row `index` where it is real and writes buffer row `index`.
+__global__ void __launch_bounds__(kThreads) attn_metadata_update(UpdateKernelArgs k) {
+  const AttnMetadataUpdateArgs& a = k.a;
 #if defined(DSV4H_MUTANT_NOOP)
-  if (k.buffer_rows >= 0) return;
+  if (a.max_reqs >= 0) return;
 #endif
-  const int64_t row = blockIdx.x;
-  for (int64_t first = 0; first < k.fields.units; first += kCopyThreads * kUnitsPerThread) {
-    // Loaded before the count is known: the staging row of the same index, where there is one
-    // (the mutant's row 0 needs the count first).
-#if defined(DSV4H_MUTANT_META_ROW0_BROADCAST)
-    const int64_t load_row = rows_to_copy(k) == 1 ? 0 : row < k.staging_rows ? row : -1;
-#else
-    const int64_t load_row = row < k.staging_rows ? row : -1;
-#endif
-    const Pass pass = load_pass(k.fields, first, load_row);
-    // The count, read after the pass's loads are issued so that they do not wait for it.
-    const int64_t n = rows_to_copy(k);
-    int64_t src_row = row < n ? row : -1;  // load_row or -1: the loaded values are the ones to copy
-#if defined(DSV4H_MUTANT_META_ROW0_BROADCAST)
-    if (n == 1) src_row = 0;
+  const Buffers& s = a.staging;
+  const Buffers& b = a.buffers;
+  const int64_t index = blockIdx.x;
+  const Row row = load_row(a, index);
+  if (index == 0 && threadIdx.x == 0) *a.num_rows = static_cast<int32_t>(row.real_rows);
+  // Buffer rows below n are copies of the staging rows of the same index, the rest padding.
+#if defined(DSV4H_MUTANT_META_PADDING_ITEM)
+  const int64_t n = clamp64(k.rows_read_on_host, 0, b.rows < s.rows ? b.rows : s.rows);
 #elif defined(DSV4H_MUTANT_META_FULL_SHAPE_COPY)
-    if (row >= k.staging_rows) return;
-    src_row = row;
-#elif defined(DSV4H_MUTANT_META_TAIL_NOT_RESET)
-    if (src_row < 0) return;
+  const int64_t n = b.rows < s.rows ? b.rows : s.rows;  // every staging row
+#else
+  const int64_t n = row.real_rows < b.rows ? row.real_rows : b.rows;
 #endif
-    store_pass(k.fields, pass, row, src_row);
+#if defined(DSV4H_MUTANT_META_ROW0_BROADCAST)
+  if (n == 1 && index > 0 && index < b.rows) {  // then real_rows is 1: this block builds no row
+    __syncthreads();  // every thread has read locate_by_scan's shared result before it is reused
+    write_row(a, load_row(a, 0), RowSink{s, b, index, false, true});
+    pad_buffer_row(b, s, index, false);
+    return;
   }
+#endif
+  const bool copied = index < n;  // so index < real_rows, but in the mutants that copy stale rows
+  if (index < row.real_rows) write_row(a, row, RowSink{s, b, index, true, copied});
+  if (index >= b.rows) return;
+  if (!copied) {
+#if !defined(DSV4H_MUTANT_META_TAIL_NOT_RESET) && !defined(DSV4H_MUTANT_META_FULL_SHAPE_COPY)
+    pad_buffer_row(b, s, index, true);
+#endif
+    return;
+  }
+#if defined(DSV4H_MUTANT_META_PADDING_ITEM) || defined(DSV4H_MUTANT_META_FULL_SHAPE_COPY)
+  if (index >= row.real_rows) copy_staging_row(b, s, index);
+#endif
+  pad_buffer_row(b, s, index, false);
 }
 
 __global__ void __launch_bounds__(kThreads) swa_gather(SwaGatherArgs a) {
@@ -311,48 +346,19 @@ void check_buffers(const AttnMetadataBuffers& b, const std::string& which) {
   for (const void* f : fields) require(f != nullptr, which + ": null device pointer");
 }
 
-// Appends a field to the copy's table, in 16-byte units where widths and addresses allow.
-void add_field(RowFields& f, int32_t* dst, int64_t dst_cols, const int32_t* src, int64_t src_cols, int32_t padding) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool quad = dst_cols % 4 == 0 && src_cols % 4 == 0 && aligned(dst) && aligned(src);
-  const int i = f.count++;
-  f.dst[i] = dst;
-  f.src[i] = src;
-  f.dst_cols[i] = dst_cols;
-  f.src_cols[i] = src_cols;
-  f.width[i] = quad ? 4 : 1;
-  f.padding[i] = padding;
-  f.units += dst_cols / f.width[i];
-  f.units_end[i] = f.units;
-}
-
-// Every field of the copy with its padding (spec 6.4): the per-row scalars, then the index arrays.
-RowFields copy_fields(const AttnMetadataBuffers& b, const AttnMetadataBuffers& s) {
-  RowFields f{};
-  add_field(f, b.raw_out_loc, 1, s.raw_out_loc, 1, 0);
-  add_field(f, b.seq_lens_casual, 1, s.seq_lens_casual, 1, 1);
-  add_field(f, b.positions_casual, 1, s.positions_casual, 1, 0);
-  add_field(f, b.swa_topk_lengths, 1, s.swa_topk_lengths, 1, 1);
-  add_field(f, b.c4_out_loc, 1, s.c4_out_loc, 1, 0);
-  add_field(f, b.c4_positions, 1, s.c4_positions, 1, 0);
-  add_field(f, b.c4_topk_lengths_raw, 1, s.c4_topk_lengths_raw, 1, 0);
-  add_field(f, b.c4_topk_lengths_clamp1, 1, s.c4_topk_lengths_clamp1, 1, 1);
-  add_field(f, b.c4_sparse_topk_lengths, 1, s.c4_sparse_topk_lengths, 1, 1);
-  add_field(f, b.c128_out_loc, 1, s.c128_out_loc, 1, 0);
-  add_field(f, b.c128_positions, 1, s.c128_positions, 1, 0);
-  add_field(f, b.c128_topk_lengths_clamp1, 1, s.c128_topk_lengths_clamp1, 1, 1);
-  add_field(f, b.swa_page_indices, kWindow, s.swa_page_indices, kWindow, -1);
-  add_field(f, b.c4_sparse_page_indices, b.index_topk, s.c4_sparse_page_indices, s.index_topk, -1);
-  add_field(f, b.c128_page_indices, b.c128_cols, s.c128_page_indices, s.c128_cols, -1);
-  add_field(f, b.page_table, b.page_cols, s.page_table, s.page_cols, 0);  // page 0: the write sink
-  return f;
-}
-
 }  // namespace
 
-void launch_attn_metadata_build(const AttnMetadataBuildArgs& args, hipStream_t stream) {
-  const std::string name = "attn_metadata_build: ";
+void launch_attn_metadata_update(const AttnMetadataUpdateArgs& args, hipStream_t stream) {
+  const std::string name = "attn_metadata_update: ";
   check_buffers(args.staging, name + "staging");
+  check_buffers(args.buffers, name + "buffers");
+  const auto fits = [&](const char* field, int64_t staging, int64_t buffer) {
+    require(staging <= buffer, name + field + " of the staging set is " + std::to_string(staging) +
+                                   " wide, wider than its buffer (" + std::to_string(buffer) + ")");
+  };
+  fits("page_table", args.staging.page_cols, args.buffers.page_cols);
+  fits("c128_page_indices", args.staging.c128_cols, args.buffers.c128_cols);
+  fits("c4_sparse_page_indices", args.staging.index_topk, args.buffers.index_topk);
   require(args.pool >= 1 && args.ctx >= 1 && args.full_slots >= 1, name + "pool, ctx and full_slots must be >= 1");
   require(args.max_reqs >= 0, name + "max_reqs must be >= 0");
   require(args.tokens_per_request >= 0, name + "tokens_per_request must be >= 0 (0 = from extend_lens)");
@@ -365,38 +371,18 @@ void launch_attn_metadata_build(const AttnMetadataBuildArgs& args, hipStream_t s
               (args.max_reqs == 0 || (args.req_pool_indices && args.seq_lens &&
                                       (args.tokens_per_request > 0 || args.extend_lens))),
           name + "null device pointer");
-  // At least one block, so that the row count is written even for an empty staging set.
-  const int64_t blocks = args.staging.rows > 0 ? args.staging.rows : 1;
-  attn_metadata_build<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(args);
-  DSV4H_LAUNCH_CHECK("attn_metadata_build");
-}
-
-void launch_attn_metadata_copy_into(const AttnMetadataCopyArgs& args, hipStream_t stream) {
-  const std::string name = "attn_metadata_copy_into: ";
-  check_buffers(args.buffers, name + "buffers");
-  check_buffers(args.staging, name + "staging");
-  const auto fits = [&](const char* field, int64_t staging, int64_t buffer) {
-    require(staging <= buffer, name + field + " of the staging set is " + std::to_string(staging) +
-                                   " wide, wider than its buffer (" + std::to_string(buffer) + ")");
-  };
-  fits("page_table", args.staging.page_cols, args.buffers.page_cols);
-  fits("c128_page_indices", args.staging.c128_cols, args.buffers.c128_cols);
-  fits("c4_sparse_page_indices", args.staging.index_topk, args.buffers.index_topk);
-  require(args.num_rows != nullptr, name + "null device pointer");
-  if (args.buffers.rows == 0) return;
-  CopyKernelArgs k{};
-  k.fields = copy_fields(args.buffers, args.staging);
-  k.num_rows = args.num_rows;
-  k.buffer_rows = args.buffers.rows;
-  k.staging_rows = args.staging.rows;
+  UpdateKernelArgs k{};
+  k.a = args;
 #if defined(DSV4H_MUTANT_META_PADDING_ITEM)
   // Review finding 1: the row count read with .item(), a device-to-host synchronisation.
   int32_t rows_on_host = 0;
   DSV4H_HIP_CHECK(hipMemcpy(&rows_on_host, args.num_rows, sizeof rows_on_host, hipMemcpyDeviceToHost));
   k.rows_read_on_host = rows_on_host;
 #endif
-  attn_metadata_copy_into<<<static_cast<unsigned>(args.buffers.rows), kCopyThreads, 0, stream>>>(k);
-  DSV4H_LAUNCH_CHECK("attn_metadata_copy_into");
+  // A block per row of the larger set, at least one so that the row count is always written.
+  const int64_t rows = args.staging.rows > args.buffers.rows ? args.staging.rows : args.buffers.rows;
+  attn_metadata_update<<<static_cast<unsigned>(rows > 0 ? rows : 1), kThreads, 0, stream>>>(k);
+  DSV4H_LAUNCH_CHECK("attn_metadata_update");
 }
 
 void launch_swa_gather(const SwaGatherArgs& args, hipStream_t stream) {

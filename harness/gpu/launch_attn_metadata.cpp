@@ -1,5 +1,6 @@
-// attn_metadata on the GPU: the builder into the staging set and the copy into the graph buffer set
-// with the tail reset (the per-step update), then the consumer gather; the counts are read on the device.
+// attn_metadata on the GPU: the per-step update (the build into the staging set and the copy into the
+// graph buffer set with the tail reset, one launch), then the consumer gather; the counts are read
+// on the device.
 #include <string>
 
 #include "../../kernels/attn_metadata.h"
@@ -29,25 +30,24 @@ void launch_attn_metadata_update(const Case& c, const DeviceTensorMap& inputs, D
                                  void* stream) {
   const hipStream_t s = static_cast<hipStream_t>(stream);
   const int64_t mode = c.integer("mode");  // 0 decode, 1 prefill, 2 target verify, 3 draft decode
-  AttnMetadataBuildArgs build{};
-  build.req_to_token = inputs.data<const int32_t>("req_to_token");
-  build.pool = inputs.at("req_to_token").shape[0];
-  build.ctx = inputs.at("req_to_token").shape[1];
-  build.full_to_swa = inputs.data<const int32_t>("full_to_swa");
-  build.full_slots = inputs.at("full_to_swa").shape[0];
-  build.req_pool_indices = inputs.data<const int32_t>("req_pool_indices");
-  build.seq_lens = inputs.data<const int32_t>("seq_lens");
-  build.extend_lens = inputs.data<const int32_t>("extend_lens");
-  build.out_cache_loc = inputs.data<const int32_t>("out_cache_loc");
-  build.num_reqs = inputs.data<const int32_t>("num_reqs");
-  build.max_reqs = inputs.at("seq_lens").shape[0];
-  build.tokens_per_request = mode == 1 ? 0 : mode == 2 ? c.integer("extend") : 1;
-  build.row_repeat = mode == 3 ? c.integer("topk") : 1;
-  build.staging = buffers_of(outputs, "temp_");
-  build.num_rows = outputs.data<int32_t>("temp_num_rows");
-  launch_attn_metadata_build(build, s);
-
-  launch_attn_metadata_copy_into({buffers_of(outputs, ""), build.staging, build.num_rows}, s);
+  AttnMetadataUpdateArgs update{};
+  update.req_to_token = inputs.data<const int32_t>("req_to_token");
+  update.pool = inputs.at("req_to_token").shape[0];
+  update.ctx = inputs.at("req_to_token").shape[1];
+  update.full_to_swa = inputs.data<const int32_t>("full_to_swa");
+  update.full_slots = inputs.at("full_to_swa").shape[0];
+  update.req_pool_indices = inputs.data<const int32_t>("req_pool_indices");
+  update.seq_lens = inputs.data<const int32_t>("seq_lens");
+  update.extend_lens = inputs.data<const int32_t>("extend_lens");
+  update.out_cache_loc = inputs.data<const int32_t>("out_cache_loc");
+  update.num_reqs = inputs.data<const int32_t>("num_reqs");
+  update.max_reqs = inputs.at("seq_lens").shape[0];
+  update.tokens_per_request = mode == 1 ? 0 : mode == 2 ? c.integer("extend") : 1;
+  update.row_repeat = mode == 3 ? c.integer("topk") : 1;
+  update.staging = buffers_of(outputs, "temp_");
+  update.num_rows = outputs.data<int32_t>("temp_num_rows");
+  update.buffers = buffers_of(outputs, "");
+  launch_attn_metadata_update(update, s);
 }
 
 void launch_attn_metadata_case(const Case& c, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream) {

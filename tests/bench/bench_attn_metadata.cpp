@@ -2,7 +2,7 @@
 // a captured graph, replayed back to back (Google Benchmark, manual time from GPU events).
 //
 // attn_metadata: the update (build into the staging set + copy into the graph buffers + tail
-// reset; two kernels, no host sync), bs in {1, 8, 64, 256} full buckets, decode and target verify
+// reset; one kernel, no host sync), bs in {1, 8, 64, 256} full buckets, decode and target verify
 // with 4 draft tokens, buffers captured for ctx = 8192 or 131072 (the widths of page_table and
 // c128_page_indices follow). mtp_expand: bs in {1, 64, 256}, topk in {1, 4}, the draft layer's
 // fields (fields=1) or every per-request field (fields=0). Each sample replays the graph K times

@@ -27,26 +27,41 @@ AttnMetadataBuffers buffers(int64_t rows, int64_t page_cols, int64_t c128_cols, 
   return {p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, rows, page_cols, c128_cols, index_topk};
 }
 
-TEST(MetadataGpuBadInput, CopyIntoRefusesStagingWiderThanTheBuffers) {
-  DSV4H_GPU_OR_SKIP(gpu);
-  static int32_t rows;
-  expect_refused([] { launch_attn_metadata_copy_into({buffers(8, 4, 64, 512), buffers(8, 5, 64, 512), &rows}, nullptr); },
-                 "page_table of the staging set is 5 wide, wider than its buffer (4)");
-  expect_refused([] { launch_attn_metadata_copy_into({buffers(8, 4, 64, 512), buffers(8, 4, 128, 512), &rows}, nullptr); },
-                 "c128_page_indices of the staging set is 128 wide");
-  expect_refused([] { launch_attn_metadata_copy_into({buffers(8, 4, 64, 512), buffers(8, 4, 64, 1024), &rows}, nullptr); },
-                 "c4_sparse_page_indices of the staging set is 1024 wide");
-  expect_refused([] { launch_attn_metadata_copy_into({buffers(-1, 4, 64, 512), buffers(8, 4, 64, 512), &rows}, nullptr); },
-                 "buffers.rows must be in [0, 2^24]");
+// Arguments the update accepts (it would launch), each test breaking one thing.
+AttnMetadataUpdateArgs valid_update() {
+  static int32_t dummy;
+  AttnMetadataUpdateArgs args{};
+  args.req_to_token = args.full_to_swa = args.req_pool_indices = args.seq_lens = args.extend_lens =
+      args.out_cache_loc = args.num_reqs = args.num_rows = &dummy;
+  args.pool = args.full_slots = 1;
+  args.ctx = 4096;
+  args.max_reqs = 8;
+  args.tokens_per_request = args.row_repeat = 1;
+  args.staging = args.buffers = buffers(8, 4, 64, 512);
+  return args;
 }
 
-TEST(MetadataGpuBadInput, BuildRefusesTopkZero) {
+TEST(MetadataGpuBadInput, UpdateRefusesStagingWiderThanTheBuffers) {
   DSV4H_GPU_OR_SKIP(gpu);
-  AttnMetadataBuildArgs args{};
-  args.staging = buffers(4, 1, 64, 512);
-  args.pool = args.ctx = args.full_slots = 1;
+  const auto refused = [](const AttnMetadataBuffers& staging_set, const AttnMetadataBuffers& buffer_set,
+                          const std::string& mentions) {
+    AttnMetadataUpdateArgs args = valid_update();
+    args.staging = staging_set;
+    args.buffers = buffer_set;
+    expect_refused([&] { launch_attn_metadata_update(args, nullptr); }, mentions);
+  };
+  refused(buffers(8, 5, 64, 512), buffers(8, 4, 64, 512),
+          "page_table of the staging set is 5 wide, wider than its buffer (4)");
+  refused(buffers(8, 4, 128, 512), buffers(8, 4, 64, 512), "c128_page_indices of the staging set is 128 wide");
+  refused(buffers(8, 4, 64, 1024), buffers(8, 4, 64, 512), "c4_sparse_page_indices of the staging set is 1024 wide");
+  refused(buffers(8, 4, 64, 512), buffers(-1, 4, 64, 512), "buffers.rows must be in [0, 2^24]");
+}
+
+TEST(MetadataGpuBadInput, UpdateRefusesTopkZero) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  AttnMetadataUpdateArgs args = valid_update();
   args.row_repeat = 0;
-  expect_refused([&] { launch_attn_metadata_build(args, nullptr); }, "row_repeat (topk) must be >= 1, got 0");
+  expect_refused([&] { launch_attn_metadata_update(args, nullptr); }, "row_repeat (topk) must be >= 1, got 0");
 }
 
 TEST(MetadataGpuBadInput, MtpExpandRefusesTopkZeroAndAnImpliedSize) {
