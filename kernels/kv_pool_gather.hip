@@ -16,6 +16,8 @@ constexpr int kIndexerThreadsPerEntry = 16;
 // Rows a thread group gathers per block. A gather's data load waits for its slot, so a group holds
 // kSteps rows in flight: first every slot, then every data load, then the unpacks and stores.
 constexpr int kSteps = 4;
+constexpr int kTokensPerBlock = kThreads / kModel1ThreadsPerToken * kSteps;
+constexpr int kEntriesPerBlock = kThreads / kIndexerThreadsPerEntry * kSteps;
 
 struct Gather {
   const uint8_t* layer_base;
@@ -135,12 +137,12 @@ Gather checked(const KvPoolBuffer& pool, int layer, const int32_t* slots, int64_
 
 }  // namespace
 
-// Grids: one block of 256 threads per kSteps x 4 latents or kSteps x 16 keys, as in the store.
+// Grids: one block of 256 threads per 16 latents or 64 keys (kSteps each per thread group), as in the store.
 void launch_kv_gather_model1(const KvPoolBuffer& pool, int layer, const int32_t* slots, int64_t n, uint16_t* out,
                              hipStream_t stream) {
   const Gather a = checked(pool, layer, slots, n, out, 584);
   if (n == 0) return;
-  kv_gather_model1<<<static_cast<unsigned>((n + 4 * kSteps - 1) / (4 * kSteps)), kThreads, 0, stream>>>(a);
+  kv_gather_model1<<<static_cast<unsigned>((n + kTokensPerBlock - 1) / kTokensPerBlock), kThreads, 0, stream>>>(a);
   DSV4H_LAUNCH_CHECK("kv_gather_model1");
 }
 
@@ -148,7 +150,7 @@ void launch_kv_gather_indexer(const KvPoolBuffer& pool, int layer, const int32_t
                               hipStream_t stream) {
   const Gather a = checked(pool, layer, slots, n, out, 132);
   if (n == 0) return;
-  kv_gather_indexer<<<static_cast<unsigned>((n + 16 * kSteps - 1) / (16 * kSteps)), kThreads, 0, stream>>>(a);
+  kv_gather_indexer<<<static_cast<unsigned>((n + kEntriesPerBlock - 1) / kEntriesPerBlock), kThreads, 0, stream>>>(a);
   DSV4H_LAUNCH_CHECK("kv_gather_indexer");
 }
 

@@ -27,7 +27,6 @@ constexpr int kUnitsPerThread = 4;  // units a thread has in flight
 // One row of every field as work units (built by the launch wrapper): field f has cols[f]
 // columns, in units of width[f] columns (4: one 16-byte access).
 struct ExpandKernelArgs {
-  int num_fields;
   int64_t units;  // of all fields
   const int32_t* per_request[kMtpMaxFields];
   int32_t* expanded[kMtpMaxFields];
@@ -114,7 +113,6 @@ void launch_mtp_expand(const MtpExpandArgs& args, hipStream_t stream) {
   }
   if (args.output_rows == 0) return;
   ExpandKernelArgs k{};
-  k.num_fields = args.num_fields;
   k.requests = args.requests;
   k.topk = args.topk;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };

@@ -82,18 +82,12 @@ __device__ __forceinline__ uint32_t pack_bf16x2_rn(float lo, float hi) {
 #endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
-// A 16-byte (or 8-byte) load of data no kernel writes while this one runs (the read-only path on NVIDIA), and a
-// 16-byte store of data this kernel will not read again (evict-first on NVIDIA). On AMD both are
-// plain accesses: the nontemporal builtins take native vector types, and no AMD GPU here could
+// A 16- or 8-byte load of data no kernel writes while this one runs (the read-only path on
+// NVIDIA), and a 16-byte store of data this kernel will not read again (evict-first on NVIDIA). On
+// AMD both are plain accesses: the nontemporal builtins take native vector types, and no AMD GPU here could
 // measure whether they pay.
-__device__ __forceinline__ uint4 load_read_only(const uint4* p) {
-#if defined(DSV4H_GPU_NVIDIA)
-  return __ldg(p);
-#else
-  return *p;
-#endif
-}
-__device__ __forceinline__ uint2 load_read_only(const uint2* p) {
+template <typename Vector>  // uint4 or uint2
+__device__ __forceinline__ Vector load_read_only(const Vector* p) {
 #if defined(DSV4H_GPU_NVIDIA)
   return __ldg(p);
 #else
