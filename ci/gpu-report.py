@@ -104,6 +104,27 @@ def derive(b):
     return b
 
 
+def with_floor(goal, floor, meets):
+    """A goal with the same measure taken on its floor benchmark (a device copy of the same bytes, a
+    kernel of the same dependent loads and nothing else, timed the same way), and whether the floor
+    itself meets the goal: where it does not, no kernel can on this device."""
+    if floor is not None:
+        goal["floor"] = round(floor, 4)
+        goal["floor_meets_goal"] = bool(meets(floor))
+    return goal
+
+
+def copy_fraction(copy, b):
+    """The fraction of the copy ceiling that the same-bytes copy reached, in b's ceiling."""
+    if not copy or not b.get("copy_ceiling_GBps"):
+        return None
+    return copy["bytes"] / (copy["median_us"] * 1e-6) / 1e9 / b["copy_ceiling_GBps"]
+
+
+def time_ratio(floor, empty):
+    return floor["median_us"] / empty["median_us"] if floor and empty else None
+
+
 def judge_filtered_silu_mul(report, by_name):
     """The benchmark goals of issue 2, each with the numbers it was judged on."""
     goals = []
@@ -114,8 +135,10 @@ def judge_filtered_silu_mul(report, by_name):
     for rows, need in ((24576, 0.95), (196608, 0.95), (3072, 0.80)):
         b = bench(rows, 1000)
         if b and "fraction_of_ceiling" in b:
-            goals.append({"goal": f"rows={rows} all kept: >= {need:.0%} of copy bandwidth",
-                          "value": round(b["fraction_of_ceiling"], 4), "met": b["fraction_of_ceiling"] >= need})
+            goals.append(with_floor({"goal": f"rows={rows} all kept: >= {need:.0%} of copy bandwidth",
+                                     "value": round(b["fraction_of_ceiling"], 4), "met": b["fraction_of_ceiling"] >= need},
+                                    copy_fraction(by_name.get(f"BM_copy_same_bytes/rows:{rows}/manual_time"), b),
+                                    lambda v: v >= need))
     for rows in (24576, 196608):
         full = bench(rows, 1000)
         for permille, need in ((500, 0.53), (125, 0.20)):
@@ -128,7 +151,9 @@ def judge_filtered_silu_mul(report, by_name):
     decode = bench(6, 1000)
     if empty and decode:
         ratio = decode["median_us"] / empty["median_us"]
-        goals.append({"goal": "rows=6 all kept: <= 1.2x an empty kernel", "value": round(ratio, 4), "met": ratio <= 1.2})
+        goals.append(with_floor({"goal": "rows=6 all kept: <= 1.2x an empty kernel", "value": round(ratio, 4), "met": ratio <= 1.2},
+                                time_ratio(by_name.get("BM_dependent_loads/depth:2/manual_time"), empty),
+                                lambda v: v <= 1.2))
     for peer in report.get("torch_peers", {}).get("peers", []):
         for permille in (1000, 500, 125):
             b = bench(peer["rows"], permille)
@@ -152,8 +177,10 @@ def judge_metadata(report, by_name):
         if not ours:
             continue
         what = f"attn_metadata update bs={peer['bs']} verify={peer['verify']} ctx={peer['ctx']}"
-        goals.append({"goal": f"{what}: <= 3 us per graph replay", "value": round(ours["median_us"], 3),
-                      "met": ours["median_us"] <= 3.0})
+        floor = by_name.get("BM_dependent_loads_graph/depth:3/manual_time")
+        goals.append(with_floor({"goal": f"{what}: <= 3 us per graph replay", "value": round(ours["median_us"], 3),
+                                 "met": ours["median_us"] <= 3.0},
+                                floor["median_us"] if floor else None, lambda v: v <= 3.0))
         # The issue's 10x is against per-field copies as an engine runs them, eagerly before a replay
         # (its 34-37 us); captured in a graph too, torch's copies cost less than 10x a one-node graph.
         speedup = peer["eager_us"] / ours["median_us"]
@@ -168,7 +195,9 @@ def judge_metadata(report, by_name):
         what = f"mtp_expand bs={peer['bs']} topk={peer['topk']} fields={peer['fields']}"
         if empty:
             ratio = ours["median_us"] / empty["median_us"]
-            goals.append({"goal": f"{what}: <= 1.5x an empty-kernel graph", "value": round(ratio, 3), "met": ratio <= 1.5})
+            goals.append(with_floor({"goal": f"{what}: <= 1.5x an empty-kernel graph", "value": round(ratio, 3), "met": ratio <= 1.5},
+                                    time_ratio(by_name.get("BM_dependent_loads_graph/depth:1/manual_time"), empty),
+                                    lambda v: v <= 1.5))
         ratio = ours["median_us"] / peer["graph_us"]
         goals.append({"goal": f"{what}: faster than torch repeat_interleave in a graph ({peer['graph_us']:.1f} us)",
                       "value": round(ratio, 3), "met": ratio < 1.0})
@@ -186,15 +215,20 @@ def judge_memory_pool(report, by_name):
             if not b["name"].startswith(f"BM_kv_{op}/") or not b.get("fraction_of_ceiling"):
                 continue
             if b["bytes"] >= 32e6:
-                goals.append({"goal": f"{b['name']}: >= 85% of copy bandwidth ({b['bytes'] / 1e6:.0f} MB)",
-                              "value": round(b["fraction_of_ceiling"], 4), "met": b["fraction_of_ceiling"] >= 0.85})
+                tokens = re.search(r"tokens:(\d+)", b["name"]).group(1)
+                goals.append(with_floor({"goal": f"{b['name']}: >= 85% of copy bandwidth ({b['bytes'] / 1e6:.0f} MB)",
+                                         "value": round(b["fraction_of_ceiling"], 4), "met": b["fraction_of_ceiling"] >= 0.85},
+                                        copy_fraction(by_name.get(f"BM_copy_same_bytes_pool/tokens:{tokens}/manual_time"), b),
+                                        lambda v: v >= 0.85))
     empty = by_name.get("BM_empty_kernel_pool/manual_time")
     for tokens in (1, 8, 64, 256):
         store = by_name.get(f"BM_kv_store/tokens:{tokens}/scatter:1/manual_time")
         if empty and store:
             ratio = store["median_us"] / empty["median_us"]
-            goals.append({"goal": f"kv store of {tokens} tokens: <= 1.5x an empty kernel", "value": round(ratio, 3),
-                          "met": ratio <= 1.5})
+            goals.append(with_floor({"goal": f"kv store of {tokens} tokens: <= 1.5x an empty kernel", "value": round(ratio, 3),
+                                     "met": ratio <= 1.5},
+                                    time_ratio(by_name.get("BM_dependent_loads_pool/depth:1/manual_time"), empty),
+                                    lambda v: v <= 1.5))
     for peer in report.get("torch_peers_more", {}).get("memory_pool", {}).get("memory_pool", []):
         for op in ("store", "gather"):
             ours = by_name.get(f"BM_kv_{op}/tokens:{peer['tokens']}/scatter:1/manual_time")
@@ -244,7 +278,8 @@ def merge(parts, out, commit):
         print(f"{b['name']:<58} {b['median_us']:10.2f} us  {b['GBps']:8.1f} GB/s"
               + (f"  {frac:6.1%} of copy" if frac is not None else ""))
     for g in report["goals"]:
-        print(f"{'met ' if g['met'] else 'MISS'}  {g['goal']:<58} {g['value']}")
+        floor = f"  (floor {g['floor']}{'' if g['floor_meets_goal'] else ', itself misses'})" if "floor" in g else ""
+        print(f"{'met ' if g['met'] else 'MISS'}  {g['goal']:<58} {g['value']}{floor}")
     return 0
 
 

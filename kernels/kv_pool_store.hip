@@ -19,10 +19,13 @@ constexpr int kModel1ThreadsPerToken = 64;  // 8 values (16 B of bf16) each: 56 
 constexpr int kModel1Groups = kThreads / kModel1ThreadsPerToken;
 constexpr int kIndexerThreadsPerEntry = 16;  // 8 values each
 constexpr int kIndexerGroups = kThreads / kIndexerThreadsPerEntry;
-// Tokens (entries) a thread group stores per block, their loads all issued before any is used.
-constexpr int kSteps = 4;
-constexpr int kModel1TokensPerBlock = kModel1Groups * kSteps;
-constexpr int kIndexerEntriesPerBlock = kIndexerGroups * kSteps;
+// Tokens (entries) a thread group stores per block, their loads all issued before any is used:
+// kBulkSteps where the grid fills the device anyway (fewer, fuller blocks), one where it would not
+// (a decode's few tokens spread over more blocks, each thread's chain of work one token long).
+constexpr int kBulkSteps = 4;
+// Below kBulkTokens a grid of 1-step blocks (4 MODEL1 tokens each; 29 registers a thread, so 8
+// blocks an SM) stays within one wave of the H200 (132 SMs: 4224 tokens).
+constexpr int64_t kBulkTokens = 4096;
 
 // One pool layer a store writes into, and the rows and locations it writes.
 struct StorePart {
@@ -43,7 +46,7 @@ struct LayerStore {
 // A group's rows and their 16-byte slices: every location and every row load of the block issued
 // at once (the rows do not wait for their locations), so that a block has kSteps tokens a group
 // in flight. Rows past the end get location 0 (nothing stored) and no load.
-template <int kGroups, int kThreadsPer, int kRowElems>
+template <int kSteps, int kGroups, int kThreadsPer, int kRowElems>
 __device__ __forceinline__ void load_rows(const StorePart& a, int64_t tokens, int64_t block, int64_t (&row)[kSteps],
                                           int32_t (&slot)[kSteps], uint4 (&in)[kSteps]) {
   const int group = threadIdx.x / kThreadsPer, t = threadIdx.x % kThreadsPer;
@@ -70,13 +73,14 @@ __device__ __forceinline__ float amax8(uint4 in) {
 // bytes (7 exponents and the zero pad) of its step i in one store. Rows
 // whose location is 0 or -1 (and slots outside the pool, which the harness rejects before
 // launching) store nothing.
+template <int kSteps>
 __device__ __forceinline__ void store_model1(const StorePart& a, int64_t tokens, int64_t block,
                                              uint8_t (*exponents)[kModel1Groups][8]) {
   const int group = threadIdx.x / kModel1ThreadsPerToken, t = threadIdx.x % kModel1ThreadsPerToken;
   int64_t row[kSteps];
   int32_t slot[kSteps];
   uint4 in[kSteps];
-  load_rows<kModel1Groups, kModel1ThreadsPerToken, 512>(a, tokens, block, row, slot, in);
+  load_rows<kSteps, kModel1Groups, kModel1ThreadsPerToken, 512>(a, tokens, block, row, slot, in);
   float tile_amax[kSteps];  // every lane of the warp takes part in the exchange, before any branch
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) tile_amax[i] = max_over_lanes(amax8(in[i]), 8);
@@ -108,12 +112,13 @@ __device__ __forceinline__ void store_model1(const StorePart& a, int64_t tokens,
 }
 
 // An indexer entry is 16 threads of 8 values; the 16 partial maxima meet through lane exchanges.
+template <int kSteps>
 __device__ __forceinline__ void store_indexer(const StorePart& a, int64_t tokens, int64_t block) {
   const int t = threadIdx.x % kIndexerThreadsPerEntry;
   int64_t row[kSteps];
   int32_t slot[kSteps];
   uint4 in[kSteps];
-  load_rows<kIndexerGroups, kIndexerThreadsPerEntry, 128>(a, tokens, block, row, slot, in);
+  load_rows<kSteps, kIndexerGroups, kIndexerThreadsPerEntry, 128>(a, tokens, block, row, slot, in);
   float entry_amax[kSteps];  // every lane of the warp takes part in the exchange, before any branch
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) entry_amax[i] = max_over_lanes(amax8(in[i]), kIndexerThreadsPerEntry);
@@ -129,16 +134,17 @@ __device__ __forceinline__ void store_indexer(const StorePart& a, int64_t tokens
   }
 }
 
+template <int kSteps>
 __global__ void __launch_bounds__(kThreads) kv_store_layer(LayerStore a) {
 #if defined(DSV4H_MUTANT_NOOP)
   if (a.tokens >= 0) return;
 #endif
   __shared__ uint8_t exponents[kSteps][kModel1Groups][8];
   int64_t block = blockIdx.x;
-  if (block < a.swa_blocks) return store_model1(a.swa, a.tokens, block, exponents);
+  if (block < a.swa_blocks) return store_model1<kSteps>(a.swa, a.tokens, block, exponents);
   block -= a.swa_blocks;
-  if (block < a.compressed_blocks) return store_model1(a.compressed, a.tokens, block, exponents);
-  store_indexer(a.indexer, a.tokens, block - a.compressed_blocks);
+  if (block < a.compressed_blocks) return store_model1<kSteps>(a.compressed, a.tokens, block, exponents);
+  store_indexer<kSteps>(a.indexer, a.tokens, block - a.compressed_blocks);
 }
 
 void check_pool(const KvPoolBuffer& pool, int layer, int64_t entry_bytes, const char* name) {
@@ -175,12 +181,26 @@ void check_layer(const KvPoolSet& pools, const KvStepLocations& step, const KvLa
   }
 }
 
+
+// Grid: one block of 256 threads per 4 x kSteps tokens of each MODEL1 part and per 16 x kSteps
+// indexer entries, every thread moving kSteps x 16 B of input, all parts of the layer in one launch (a
+// decode step's layer is one small launch, not three); a prefill has enough blocks to fill the
+// device many times over, with no grid-stride loop, which keeps the shared-memory exchange per
+// token simple.
+template <int kSteps>
+void launch_store(LayerStore a, const KvStepLocations& step, int ratio, hipStream_t stream) {
+  const int64_t model1_per_block = kModel1Groups * kSteps, indexer_per_block = kIndexerGroups * kSteps;
+  a.swa_blocks = (step.tokens + model1_per_block - 1) / model1_per_block;
+  if (ratio == 4 || ratio == 128) a.compressed_blocks = a.swa_blocks;
+  if (ratio == 4) a.indexer_blocks = (step.tokens + indexer_per_block - 1) / indexer_per_block;
+  const int64_t blocks = a.swa_blocks + a.compressed_blocks + a.indexer_blocks;
+  kv_require(blocks <= INT32_MAX, "tokens " + std::to_string(step.tokens) + " need more than 2^31 blocks");
+  kv_store_layer<kSteps><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+  DSV4H_LAUNCH_CHECK("kv_store_layer");
+}
+
 }  // namespace
 
-// Grid: one block of 256 threads per 16 tokens of each MODEL1 part and per 64 indexer entries, every
-// thread moving kSteps x 16 B of input, all parts of the layer in one launch (a decode step's layer is one
-// small launch, not three); a prefill has enough blocks to fill the device many times over, with
-// no grid-stride loop, which keeps the shared-memory exchange per token simple.
 void launch_kv_store_layer(const KvPoolSet& pools, const KvStepLocations& step, const KvLayerStore& layer,
                            hipStream_t stream) {
   kv_require(step.tokens >= 0, "tokens must be >= 0, got " + std::to_string(step.tokens));
@@ -197,20 +217,16 @@ void launch_kv_store_layer(const KvPoolSet& pools, const KvStepLocations& step, 
   LayerStore a{};
   a.tokens = step.tokens;
   a.swa = part(pools.swa, layer.swa_layer, swa_loc, layer.kv);
-  a.swa_blocks = (step.tokens + kModel1TokensPerBlock - 1) / kModel1TokensPerBlock;
   if (layer.ratio == 4) {
     a.compressed = part(pools.c4, layer.compressed_layer, step.c4_out_loc, layer.compressed_kv);
-    a.compressed_blocks = a.swa_blocks;
     a.indexer = part(pools.indexer, layer.indexer_layer, step.c4_out_loc, layer.index_k);
-    a.indexer_blocks = (step.tokens + kIndexerEntriesPerBlock - 1) / kIndexerEntriesPerBlock;
   } else if (layer.ratio == 128) {
     a.compressed = part(pools.c128, layer.compressed_layer, step.c128_out_loc, layer.compressed_kv);
-    a.compressed_blocks = a.swa_blocks;
   }
-  const int64_t blocks = a.swa_blocks + a.compressed_blocks + a.indexer_blocks;
-  kv_require(blocks <= INT32_MAX, "tokens " + std::to_string(step.tokens) + " need more than 2^31 blocks");
-  kv_store_layer<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
-  DSV4H_LAUNCH_CHECK("kv_store_layer");
+  if (step.tokens < kBulkTokens)
+    launch_store<1>(a, step, layer.ratio, stream);
+  else
+    launch_store<kBulkSteps>(a, step, layer.ratio, stream);
 }
 
 }  // namespace dsv4h

@@ -24,9 +24,11 @@ using hipGraphExec_t = cudaGraphExec_t;
 using hipDeviceProp_t = cudaDeviceProp;
 
 #define hipSuccess cudaSuccess
+#define hipErrorNotReady cudaErrorNotReady
 #define hipMemcpyHostToDevice cudaMemcpyHostToDevice
 #define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define hipHostMallocMapped cudaHostAllocMapped
 #define hipStreamCaptureModeGlobal cudaStreamCaptureModeGlobal
 
 #define hipGetErrorName cudaGetErrorName
@@ -41,6 +43,9 @@ using hipDeviceProp_t = cudaDeviceProp;
 #define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #define hipMalloc cudaMalloc
 #define hipFree cudaFree
+#define hipHostMalloc cudaHostAlloc
+#define hipHostGetDevicePointer cudaHostGetDevicePointer
+#define hipHostFree cudaFreeHost
 #define hipMemcpy cudaMemcpy
 #define hipMemcpyAsync cudaMemcpyAsync
 #define hipStreamCreate cudaStreamCreate
@@ -56,6 +61,7 @@ using hipDeviceProp_t = cudaDeviceProp;
 #define hipEventDestroy cudaEventDestroy
 #define hipEventRecord cudaEventRecord
 #define hipEventSynchronize cudaEventSynchronize
+#define hipEventQuery cudaEventQuery
 #define hipEventElapsedTime cudaEventElapsedTime
 #else
 #error "define DSV4H_GPU_AMD or DSV4H_GPU_NVIDIA (the CMake presets hip and cuda do)"

@@ -1,12 +1,15 @@
 // Benchmarks of filtered_silu_mul (Google Benchmark, manual time from GPU events).
 //
 // Shapes: R in {6, 384, 3072, 24576, 196608} token rows (tokens x top-6), I = 2048, kept fraction
-// 1, 1/2, 1/8. Each timing sample launches the kernel K times back to back over rotating row
-// ranges of a 2.4 GB pool, so that no launch finds its inputs in the 50 MB L2, and reports the mean
-// per launch; each repetition takes 20 such samples and the median over 10 repetitions is reported. Counters: bytes moved (kept rows
-// only, plus the ids), GB/s, fraction of the device-to-device copy bandwidth measured in this
-// process (copy_ceiling_GBps), and FLOPs. The empty kernel, timed the same way, is the floor that
-// decode-size launches are compared with. Without a GPU the binary says so and exits 77 (skipped).
+// 1, 1/2, 1/8. Each timing sample launches the kernel K times back to back, queued behind a stream
+// hold (GpuTimer), over rotating row ranges of a 2.4 GB pool, so that no launch finds its inputs in
+// the 50 MB L2, and reports the mean device time per launch; each repetition takes 20 such samples
+// and the median over 10 repetitions is reported. Counters: bytes moved (kept rows only, plus the
+// ids), GB/s, fraction of the device-to-device copy bandwidth measured in this process
+// (copy_ceiling_GBps), and FLOPs. Floors timed the same way: the empty kernel (the decode
+// floor), two dependent loads and a store (the least a kernel that reads ids, then rows, can
+// cost), and a device copy moving the same bytes (what any kernel could reach at that size).
+// Without a GPU the binary says so and exits 77 (skipped).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -70,9 +73,8 @@ Pool& pool() {
   return p;
 }
 
-// Launches per timing sample: at least 8 back to back, and enough to cover 256 MB, so that a sample
-// measures device time per launch, as in a model's stream or graph, not host launch and event
-// latency (which one launch per sample folded into mid-size results).
+// Launches per timing sample: at least 8 back to back, and enough to cover 256 MB, so that the
+// sample's first and last launches weigh little against the steady state in between.
 int64_t launches_per_sample(int64_t bytes) {
   return std::clamp<int64_t>((int64_t{256} << 20) / std::max<int64_t>(bytes, 1), 8, 64);
 }
@@ -120,7 +122,29 @@ void BM_filtered_silu_mul(benchmark::State& state) {
 
 void BM_empty_kernel(benchmark::State& state) { time_empty_kernel(state, pool().stream, launches_per_sample(0)); }
 
+// The floor of any kernel that loads its data after its ids: two dependent loads and a store.
+void BM_dependent_loads(benchmark::State& state) {
+  time_dependent_loads(state, pool().stream, launches_per_sample(0), static_cast<int>(state.range(0)));
+}
+
+// A device-to-device copy moving the bytes of R all-kept rows: what the same bytes cost at this size.
+void BM_copy_same_bytes(benchmark::State& state) {
+  Pool& p = pool();
+  const int64_t moved = state.range(0) * kInter * 6;
+  time_device_copy(state, p.stream, p.out.data(), p.gate_up.data(), p.out.bytes(), moved, launches_per_sample(moved));
+  state.counters["rows"] = static_cast<double>(state.range(0));
+  state.counters["copy_ceiling_GBps"] = p.copy_ceiling_bytes_per_s * 1e-9;
+}
+
 BENCHMARK(BM_empty_kernel)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
+BENCHMARK(BM_dependent_loads)->ArgName("depth")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
+BENCHMARK(BM_copy_same_bytes)
+    ->ArgName("rows")
+    ->Arg(6)->Arg(384)->Arg(3072)->Arg(24576)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond)
+    ->Repetitions(10)
+    ->Iterations(20);
 BENCHMARK(BM_filtered_silu_mul)
     ->ArgNames({"rows", "kept_permille"})
     ->ArgsProduct({{6, 384, 3072, 24576, 196608}, {1000, 500, 125}})

@@ -4,12 +4,15 @@
 // {256, 4096, 65536, 1M}, in two slot orders: scatter:1, every token at a random slot of the pool
 // (a decode batch's tokens, each in its own request; the hard case), and scatter:0, runs of 256
 // tokens filling a page, the pages in random order (the allocator's layout for a prefill, which
-// hands out whole pages). Each timing sample launches K times back to back
-// over rotating token ranges so that small N do not run from L2, and reports the mean per launch.
+// hands out whole pages). Each timing sample launches K times back to back, queued behind a stream
+// hold (GpuTimer), over rotating token ranges so that small N do not run from L2, and reports the
+// mean device time per launch.
 // Counters: bytes moved (1024 B bf16 latent + 584 B entry + 4 B slot per token, each way), GB/s,
 // the device-to-device copy bandwidth measured in this process and the fraction of it reached.
 // Stores of decode sizes (1 to 256 tokens) compare with the empty kernel timed the same way, and so
-// does a whole decode step (the translation, then one layer's store: two launches). Without a GPU the binary says so and exits 77 (skipped).
+// does a whole decode step (the translation, then one layer's store: two launches). Floors timed the
+// same way: one and two dependent loads and a store, and a device copy moving the same bytes.
+// Without a GPU the binary says so and exits 77 (skipped).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -164,6 +167,23 @@ void BM_kv_step(benchmark::State& state) {
 // Named apart from the other binaries' empty kernels: the GPU report merges benchmarks by name.
 void BM_empty_kernel_pool(benchmark::State& state) { time_empty_kernel(state, bench().stream, launches_per_sample(0)); }
 
+// The floors beside the kernels: one dependent load (a store's slot, then its write), and a copy
+// moving the bytes of N tokens.
+void BM_dependent_loads_pool(benchmark::State& state) {
+  time_dependent_loads(state, bench().stream, launches_per_sample(0), static_cast<int>(state.range(0)));
+}
+void BM_copy_same_bytes_pool(benchmark::State& state) {
+  Bench& b = bench();
+  const double moved = static_cast<double>(state.range(0)) * kBytesPerToken;
+  time_device_copy(state, b.stream, b.gathered.data(), b.latents.data(), b.latents.bytes(), static_cast<size_t>(moved),
+                   launches_per_sample(moved));
+  state.counters["tokens"] = static_cast<double>(state.range(0));
+  state.counters["copy_ceiling_GBps"] = b.copy_ceiling_bytes_per_s * 1e-9;
+}
+
+BENCHMARK(BM_dependent_loads_pool)->ArgName("depth")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
+BENCHMARK(BM_copy_same_bytes_pool)->ArgName("tokens")->Arg(256)->Arg(4096)->Arg(65536)->Arg(1 << 20)
+    ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_empty_kernel_pool)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_kv_store)->ArgNames({"tokens", "scatter"})->ArgsProduct({{1, 8, 64, 256}, {1}})
     ->ArgsProduct({{4096, 65536, 1 << 20}, {0, 1}})

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/empty_kernel.h"
+#include "kernels/latency_floor.h"
 
 namespace dsv4h {
 
@@ -51,6 +53,54 @@ void time_empty_kernel(benchmark::State& state, hipStream_t stream, int64_t laun
     state.SetIterationTime(s / static_cast<double>(launches));
   }
   state.counters["bytes"] = 0;
+  state.counters["launches_per_sample"] = static_cast<double>(launches);
+}
+
+LoadChain::LoadChain() : chain(32 * sizeof(int32_t)), out(32 * sizeof(int32_t)) {
+  std::vector<int32_t> next(32);
+  for (int i = 0; i < 32; ++i) next[i] = (i * 7 + 3) % 32;  // a permutation without a fixed point
+  DSV4H_HIP_CHECK(hipMemcpy(chain.data(), next.data(), chain.bytes(), hipMemcpyHostToDevice));
+}
+
+void LoadChain::launch(int depth, hipStream_t stream) const {
+  launch_dependent_loads(static_cast<const int32_t*>(chain.data()), static_cast<int32_t*>(out.data()), depth, stream);
+}
+
+void time_dependent_loads(benchmark::State& state, hipStream_t stream, int64_t launches, int depth) {
+  const LoadChain chain;
+  GpuTimer timer;
+  chain.launch(depth, stream);
+  for (auto _ : state) {
+    const double s = timer.seconds(stream, [&] {
+      for (int64_t i = 0; i < launches; ++i) chain.launch(depth, stream);
+    });
+    state.SetIterationTime(s / static_cast<double>(launches));
+  }
+  state.counters["bytes"] = 0;
+  state.counters["depth"] = depth;
+  state.counters["launches_per_sample"] = static_cast<double>(launches);
+}
+
+void time_device_copy(benchmark::State& state, hipStream_t stream, void* dst, const void* src,
+                      size_t pool_bytes, size_t moved_bytes, int64_t launches) {
+  const size_t bytes = moved_bytes / 2;
+  if (bytes == 0 || bytes > pool_bytes) throw std::invalid_argument("time_device_copy: moved_bytes out of the pool's range");
+  const size_t sets = std::min<size_t>(64, pool_bytes / bytes);
+  auto copy = [&](size_t set) {
+    DSV4H_HIP_CHECK(hipMemcpyAsync(static_cast<char*>(dst) + set * bytes, static_cast<const char*>(src) + set * bytes,
+                                   bytes, hipMemcpyDeviceToDevice, stream));
+  };
+  for (size_t i = 0; i < sets; ++i) copy(i);  // warm-up: every set once
+  GpuTimer timer;
+  size_t next = 0;
+  for (auto _ : state) {
+    const double s = timer.seconds(stream, [&] {
+      for (int64_t i = 0; i < launches; ++i) copy(next++ % sets);
+    });
+    state.SetIterationTime(s / static_cast<double>(launches));
+  }
+  state.counters["bytes"] = static_cast<double>(2 * bytes);
+  state.counters["GBps"] = benchmark::Counter(2.0 * static_cast<double>(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["launches_per_sample"] = static_cast<double>(launches);
 }
 

@@ -7,11 +7,14 @@
 
 #include <benchmark/benchmark.h>
 
+#include "harness/gpu/device_tensor.h"
 #include "kernels/portability.h"
+#include "kernels/stream_hold.h"
 
 namespace dsv4h {
 
-// Device seconds of whatever `launch` enqueues on `stream`, between two events.
+// Device seconds of whatever `launch` enqueues on `stream`, between two events. The stream is held
+// while `launch` enqueues, so the events bracket device work only, back to back.
 class GpuTimer {
  public:
   GpuTimer();
@@ -21,15 +24,18 @@ class GpuTimer {
 
   template <typename Launch>
   double seconds(hipStream_t stream, Launch&& launch) {
+    hold_.hold(stream);
     DSV4H_HIP_CHECK(hipEventRecord(start_, stream));
     launch();
     DSV4H_HIP_CHECK(hipEventRecord(stop_, stream));
+    hold_.release();
     return elapsed_seconds();
   }
 
  private:
   double elapsed_seconds();
   hipEvent_t start_, stop_;
+  StreamHold hold_;
 };
 
 // Bytes per second (read + write counted) of a device-to-device copy of `bytes`: the median of 15
@@ -39,6 +45,24 @@ double measure_copy_ceiling(void* dst, const void* src, size_t bytes, hipStream_
 // The floor that launch-bound benchmarks compare with: `launches` empty kernels back to back per
 // sample on `stream`, reported as the mean device time per launch.
 void time_empty_kernel(benchmark::State& state, hipStream_t stream, int64_t launches);
+
+// The device data of kernels/latency_floor.h's dependent loads: a 32-entry chain and its output.
+struct LoadChain {
+  LoadChain();
+  void launch(int depth, hipStream_t stream) const;
+  DeviceBuffer chain, out;
+};
+
+// Next to it, `depth` dependent loads and a store, timed the same way: the floor of a decode-size
+// kernel whose loads depend on one another. The chain is L2-resident, as a decode step's small
+// inputs are.
+void time_dependent_loads(benchmark::State& state, hipStream_t stream, int64_t launches, int depth);
+
+// The copy floor of a benchmark's size: device-to-device copies of moved_bytes / 2 (so moved_bytes
+// read + write), rotating through [src, src + pool_bytes) and [dst, dst + pool_bytes) so that no copy
+// finds its source in L2, `launches` per sample. What a kernel moving the same bytes could reach.
+void time_device_copy(benchmark::State& state, hipStream_t stream, void* dst, const void* src,
+                      size_t pool_bytes, size_t moved_bytes, int64_t launches);
 
 // main() of a benchmark binary: exit 77 without a GPU; otherwise `before_run` (e.g. to add the
 // copy ceiling to the JSON context), then the registered benchmarks.

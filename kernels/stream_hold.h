@@ -1,0 +1,30 @@
+// Holds a stream until the host releases it, so that everything enqueued behind the hold is queued
+// on the device before the first of it starts: timed back-to-back launches then measure device
+// time, not the host's launch rate (an empty kernel launched from the host takes about 4 us each on
+// the H200's machine, longer than the device needs for it).
+#pragma once
+
+#include "portability.h"
+
+namespace dsv4h {
+
+class StreamHold {
+ public:
+  StreamHold();
+  ~StreamHold();
+  StreamHold(const StreamHold&) = delete;
+  StreamHold& operator=(const StreamHold&) = delete;
+
+  // Enqueues a kernel that waits for release() (or gives up after about a second, which release()
+  // then reports as an error: the timing behind it would have measured the host after all).
+  void hold(hipStream_t stream);
+  // Lets the held stream run; throws if the hold had already given up.
+  void release();
+
+ private:
+  int* flags_ = nullptr;         // host memory mapped into the device: [0] released, [1] gave up
+  int* device_flags_ = nullptr;  // the same memory, as the device addresses it
+  hipStream_t held_ = nullptr;
+};
+
+}  // namespace dsv4h

@@ -1,0 +1,90 @@
+// The benchmarks' own device tools: a stream hold must keep queued work from starting until it is
+// released (else the timings behind it measure the host), and the dependent-load floor kernel must
+// follow its chain (else it is not the floor it claims to be).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "gpu_env.h"
+#include "harness/gpu/device_tensor.h"
+#include "harness/random.h"
+#include "kernels/latency_floor.h"
+#include "kernels/stream_hold.h"
+
+namespace dsv4h {
+namespace {
+
+constexpr int32_t kUnwritten = 0x7fffffff;
+
+struct Chain {
+  std::vector<int32_t> next;
+  DeviceBuffer chain{32 * sizeof(int32_t)}, out{32 * sizeof(int32_t)};
+
+  explicit Chain(uint64_t seed) : next(32) {
+    Rng rng(seed);
+    std::printf("chain seed %llu\n", static_cast<unsigned long long>(seed));
+    for (int32_t& n : next) n = static_cast<int32_t>(rng.integer(0, 31));
+    DSV4H_HIP_CHECK(hipMemcpy(chain.data(), next.data(), chain.bytes(), hipMemcpyHostToDevice));
+    const std::vector<int32_t> poison(32, kUnwritten);
+    DSV4H_HIP_CHECK(hipMemcpy(out.data(), poison.data(), out.bytes(), hipMemcpyHostToDevice));
+  }
+  void launch(int depth, hipStream_t stream) const {
+    launch_dependent_loads(static_cast<const int32_t*>(chain.data()), static_cast<int32_t*>(out.data()), depth, stream);
+  }
+  std::vector<int32_t> expected(int depth) const {
+    std::vector<int32_t> e(32);
+    for (int t = 0; t < 32; ++t) {
+      int32_t at = t;
+      for (int d = 0; d < depth; ++d) at = next[at];
+      e[t] = at;
+    }
+    return e;
+  }
+  std::vector<int32_t> result() const {
+    std::vector<int32_t> r(32);
+    DSV4H_HIP_CHECK(hipMemcpy(r.data(), out.data(), out.bytes(), hipMemcpyDeviceToHost));
+    return r;
+  }
+};
+
+TEST(LatencyFloor, DependentLoadsFollowTheChain) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  for (int depth : {0, 1, 2, 3, 5}) {
+    const Chain c(1000 + depth);
+    c.launch(depth, nullptr);
+    DSV4H_HIP_CHECK(hipStreamSynchronize(nullptr));
+    EXPECT_EQ(c.result(), c.expected(depth)) << "depth " << depth;
+  }
+  EXPECT_THROW(launch_dependent_loads(nullptr, nullptr, -1, nullptr), std::invalid_argument);
+}
+
+TEST(StreamHold, QueuedWorkWaitsForTheRelease) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  hipStream_t stream = nullptr;
+  DSV4H_HIP_CHECK(hipStreamCreate(&stream));
+  hipEvent_t done = nullptr;
+  DSV4H_HIP_CHECK(hipEventCreate(&done));
+  const Chain c(7);
+  StreamHold hold;
+  hold.hold(stream);
+  c.launch(3, stream);
+  DSV4H_HIP_CHECK(hipEventRecord(done, stream));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(hipEventQuery(done), hipErrorNotReady) << "work behind the hold ran before the release";
+  hold.release();
+  EXPECT_EQ(hipEventQuery(done), hipSuccess);
+  EXPECT_EQ(c.result(), c.expected(3));
+  // Holding twice without a release is a usage error, and so is a release without a hold.
+  EXPECT_THROW(hold.release(), std::logic_error);
+  hold.hold(stream);
+  EXPECT_THROW(hold.hold(stream), std::logic_error);
+  hold.release();
+  DSV4H_HIP_CHECK(hipEventDestroy(done));
+  DSV4H_HIP_CHECK(hipStreamDestroy(stream));
+}
+
+}  // namespace
+}  // namespace dsv4h
