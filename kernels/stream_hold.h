@@ -15,7 +15,7 @@ class StreamHold {
   StreamHold(const StreamHold&) = delete;
   StreamHold& operator=(const StreamHold&) = delete;
 
-  // Enqueues a kernel that waits for release() (or gives up after about a second, which release()
+  // Enqueues a kernel that waits for release() (or gives up after ten seconds or so, which release()
   // then reports as an error: the timing behind it would have measured the host after all).
   void hold(hipStream_t stream);
   // Lets the held stream run; throws if the hold had already given up.
