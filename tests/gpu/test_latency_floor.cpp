@@ -1,18 +1,15 @@
-// The benchmarks' own device tools: a stream hold must keep queued work from starting until it is
-// released (else the timings behind it measure the host), and the dependent-load floor kernel must
-// follow its chain (else it is not the floor it claims to be).
+// The benchmarks' floor kernel must follow its chain of dependent loads, else it is not the floor it
+// claims to be. (Their stream hold is checked by each benchmark binary before it times anything:
+// tests/bench/bench_support.cpp.)
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdio>
-#include <thread>
 #include <vector>
 
 #include "gpu_env.h"
 #include "harness/gpu/device_tensor.h"
 #include "harness/random.h"
 #include "kernels/latency_floor.h"
-#include "kernels/stream_hold.h"
 
 namespace dsv4h {
 namespace {
@@ -59,31 +56,6 @@ TEST(LatencyFloor, DependentLoadsFollowTheChain) {
     EXPECT_EQ(c.result(), c.expected(depth)) << "depth " << depth;
   }
   EXPECT_THROW(launch_dependent_loads(nullptr, nullptr, -1, nullptr), std::invalid_argument);
-}
-
-TEST(StreamHold, QueuedWorkWaitsForTheRelease) {
-  DSV4H_GPU_OR_SKIP(gpu);
-  hipStream_t stream = nullptr;
-  DSV4H_HIP_CHECK(hipStreamCreate(&stream));
-  hipEvent_t done = nullptr;
-  DSV4H_HIP_CHECK(hipEventCreate(&done));
-  const Chain c(7);
-  StreamHold hold;
-  hold.hold(stream);
-  c.launch(3, stream);
-  DSV4H_HIP_CHECK(hipEventRecord(done, stream));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_EQ(hipEventQuery(done), hipErrorNotReady) << "work behind the hold ran before the release";
-  hold.release();
-  EXPECT_EQ(hipEventQuery(done), hipSuccess);
-  EXPECT_EQ(c.result(), c.expected(3));
-  // Holding twice without a release is a usage error, and so is a release without a hold.
-  EXPECT_THROW(hold.release(), std::logic_error);
-  hold.hold(stream);
-  EXPECT_THROW(hold.hold(stream), std::logic_error);
-  hold.release();
-  DSV4H_HIP_CHECK(hipEventDestroy(done));
-  DSV4H_HIP_CHECK(hipStreamDestroy(stream));
 }
 
 }  // namespace
