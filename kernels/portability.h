@@ -110,6 +110,20 @@ __device__ __forceinline__ void store_evict_first(uint4* p, uint4 v) {
 #endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
+// A load of host memory that the host writes while the kernel runs: system scope, acquire, so that
+// every poll reaches the host's write (a volatile load may keep hitting a stale line in L2).
+__device__ __forceinline__ int load_acquire_system(const int* p) {
+#if defined(DSV4H_GPU_NVIDIA)
+  int value;
+  asm volatile("ld.acquire.sys.global.b32 %0, [%1];" : "=r"(value) : "l"(p) : "memory");
+  return value;
+#else
+  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+#endif
+}
+#endif
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
 // The largest `value` over each aligned group of `width` lanes (a power of two up to 32), in every
 // lane of the group. Every lane of the warp must call it (no lane branched away).
 __device__ __forceinline__ float max_over_lanes(float value, int width) {

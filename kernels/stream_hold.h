@@ -16,7 +16,10 @@ class StreamHold {
   StreamHold& operator=(const StreamHold&) = delete;
 
   // Enqueues a kernel that waits for release() (or gives up after ten seconds or so, which release()
-  // then reports as an error: the timing behind it would have measured the host after all).
+  // then reports as an error: the timing behind it would have measured the host after all). Every
+  // kernel queued behind it must have been launched before in this process: CUDA loads a kernel's
+  // code at its first launch, and that load waits for the running hold, which then never sees its
+  // release. The benchmarks warm up before they time anyway.
   void hold(hipStream_t stream);
   // Lets the held stream run; throws if the hold had already given up.
   void release();

@@ -1,17 +1,17 @@
 #include "stream_hold.h"
 
+#include <atomic>
+
 namespace dsv4h {
 namespace {
 
-// Each poll reads host memory across the bus, about a microsecond: 2^24 polls are ten seconds or
-// more, far beyond any sample's enqueue time. Counted in polls, not clock cycles: a clock64 deadline
-// of about a second expired within 50 ms in the GPU suite's parallel runs (the driver time-slices
-// the processes sharing the GPU), and there a million polls ran out while the host's calls stalled
-// for over a second.
+// Each poll is a system-scope acquire load of host memory across the bus, about a microsecond:
+// 2^24 polls are ten seconds or more, far beyond any sample's enqueue time; counted in polls so that
+// the give-up depends on no SM's cycle counter.
 constexpr int kGiveUpPolls = 1 << 24;
 
-__global__ void hold_until_released(volatile int* flags) {
-  for (int poll = 0; flags[0] == 0; ++poll) {
+__global__ void hold_until_released(int* flags) {
+  for (int poll = 0; load_acquire_system(&flags[0]) == 0; ++poll) {
     if (poll == kGiveUpPolls) {
       flags[1] = 1;
       return;
@@ -43,6 +43,7 @@ void StreamHold::hold(hipStream_t stream) {
 void StreamHold::release() {
   if (!held_) throw std::logic_error("StreamHold::release: nothing is held");
   reinterpret_cast<volatile int*>(flags_)[0] = 1;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   DSV4H_HIP_CHECK(hipStreamSynchronize(held_));
   held_ = nullptr;
   if (reinterpret_cast<volatile int*>(flags_)[1] != 0)
