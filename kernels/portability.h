@@ -110,8 +110,8 @@ __device__ __forceinline__ void store_evict_first(uint4* p, uint4 v) {
 #endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
-// A load of host memory that the host writes while the kernel runs: system scope, acquire, so that
-// every poll reaches the host's write (a volatile load may keep hitting a stale line in L2).
+// A load of host memory that the host writes while the kernel runs: system scope, acquire, the
+// memory model's way to see another agent's write (a volatile load promises less).
 __device__ __forceinline__ int load_acquire_system(const int* p) {
 #if defined(DSV4H_GPU_NVIDIA)
   int value;

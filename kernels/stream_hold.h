@@ -18,8 +18,9 @@ class StreamHold {
   // Enqueues a kernel that waits for release() (or gives up after ten seconds or so, which release()
   // then reports as an error: the timing behind it would have measured the host after all). Every
   // kernel queued behind it must have been launched before in this process: CUDA loads a kernel's
-  // code at its first launch, and that load waits for the running hold, which then never sees its
-  // release. The benchmarks warm up before they time anyway.
+  // code at its first launch, and that load appears to wait for the running hold, which then never
+  // sees its release (holds failed so on the H200 exactly where the kernel behind them was new to
+  // the process). The benchmarks warm up before they time anyway.
   void hold(hipStream_t stream);
   // Lets the held stream run; throws if the hold had already given up.
   void release();

@@ -108,9 +108,8 @@ void time_device_copy(benchmark::State& state, hipStream_t stream, void* dst, co
 
 namespace {
 // Work queued behind a hold must wait for the release, or every timing would measure the host.
-// Checked before anything is timed. The kernel queued here is launched once first: CUDA loads a
-// kernel's code at its first launch, and that load waits for the running hold, which then never
-// sees its release (kernels/stream_hold.h).
+// Checked before anything is timed. The kernel queued here is launched once first (see
+// kernels/stream_hold.h on kernels new to the process).
 void check_stream_hold() {
   hipStream_t stream = nullptr;
   hipEvent_t done = nullptr;
