@@ -104,6 +104,10 @@ Night load_night(const std::string& path) {
   night.commit = optional_string(path, doc, "", "commit");
   night.date = optional_string(path, doc, "", "date");
   read_device(path, doc, night);
+  if (doc.contains("context")) {
+    const json& context = field_of(path, doc, "", "context", &json::is_object, "an object");
+    night.timing = optional_string(path, context, "context.", "timing");
+  }
   if (doc.contains("ceilings")) {
     const json& ceilings = field_of(path, doc, "", "ceilings", &json::is_object, "an object");
     night.copy_ceiling_GBps = optional_positive(path, ceilings, "ceilings.", "copy_GBps");

@@ -2,7 +2,9 @@
 // `<date>-<shortcommit>.json` (reports/history/README.md). A file is Google Benchmark's JSON as
 // written by `--benchmark_out` with `--benchmark_repetitions=N`, plus top-level fields added by
 // ci/history-record:
-//   "context":    Google Benchmark's context (kept as written; not read here)
+//   "context":    Google Benchmark's context (kept as written); only "context.timing" is read: how
+//                 the benchmarks were timed ("device": launches queued behind a stream hold; absent
+//                 in nights before 2026-12-02's 67db8f4, which timed launches at the host's rate)
 //   "benchmarks": every entry; those with "run_type": "iteration" are the repetitions read here
 //                 ("name" or "run_name", "real_time", "time_unit" ns|us|ms|s, user counters
 //                 "bytes", "flops", "copy_ceiling_GBps"); "aggregate" entries are ignored because
@@ -41,6 +43,7 @@ struct Night {
   std::string path;
   std::string commit, date;                  // empty in a bare Google Benchmark file
   std::string device_name, device_driver;
+  std::string timing;                        // context.timing; empty: launches timed at the host's rate
   std::map<std::string, std::string> device_clocks;
   std::optional<double> copy_ceiling_GBps, bf16_matmul_TFLOPs;
   std::vector<AccuracyEntry> accuracy;

@@ -28,8 +28,8 @@ struct HistorySummary {
   std::vector<Trend> trends;             // in the comparison's order, then benchmarks not compared
 };
 
-// The baseline is `baseline_path` when given, else the night before the latest (a history of one
-// night is its own baseline).
+// The baseline is `baseline_path` when given, else the latest earlier night timed the same way as
+// the latest (where there is none, the latest night is its own baseline).
 HistorySummary summarize_history(const std::string& dir, const std::string& baseline_path,
                                  const CompareOptions& options);
 

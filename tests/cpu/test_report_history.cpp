@@ -97,6 +97,24 @@ TEST(ReportHistory, BaselineIsThePreviousNightOrTheGivenFile) {
   EXPECT_EQ(from_first.comparison.base_label, testing::night_commit(0) + " (" + testing::night_date(0) + ")");
 }
 
+// A change of timing method starts a new baseline: the first night timed on the device is its own,
+// the next one is compared with it, never with a night timed at the host's launch rate.
+TEST(ReportHistory, BaselineIsTheLatestNightTimedTheSameWay) {
+  const std::string dir = testing::fresh_dir("timing_history");
+  std::mt19937_64 rng(17);
+  testing::write_night(dir, 0, {{kSteady, draw_times(rng, 3.5, 0.01)}});
+  testing::write_night(dir, 1, {{kSteady, draw_times(rng, 3.5, 0.01)}});
+  testing::write_night(dir, 2, {{kSteady, draw_times(rng, 1.4, 0.01)}}, "device");
+  HistorySummary s = summarize_history(dir, "", {});
+  EXPECT_EQ(s.baseline_index, std::optional<size_t>(2));
+  ASSERT_EQ(s.comparison.benchmarks.size(), 1u);
+  EXPECT_EQ(s.comparison.benchmarks[0].verdict, Verdict::unchanged);
+  testing::write_night(dir, 3, {{kSteady, draw_times(rng, 2.4, 0.01)}}, "device");
+  s = summarize_history(dir, "", {});
+  EXPECT_EQ(s.baseline_index, std::optional<size_t>(2));
+  EXPECT_EQ(s.comparison.benchmarks[0].verdict, Verdict::slower);
+}
+
 TEST(ReportHistory, HtmlHoldsTableAndOneChartPerBenchmark) {
   const std::string html = render_html(summarize_history(twenty_nights(2), "", {}));
   EXPECT_EQ(count(html, "<table id=\"summary\">"), 1u);
