@@ -23,7 +23,8 @@ SUITE_COMPONENT = {"FilteredSiluMul": "filtered_silu_mul", "AttnMetadata": "attn
                    "MtpExpand": "mtp_expand", "MemoryPool": "memory_pool", "KvPool": "memory_pool",
                    "KvCache": "memory_pool", "GraphCaptureGuard": "harness/graph_replay",
                    "Bf16": "harness/dtype", "Fp8E4m3": "harness/dtype", "Compare": "harness/compare",
-                   "Tolerance": "harness/tolerance", "CaseSpec": "harness/case_spec", "CaseFileTest": "harness/case_file"}
+                   "Tolerance": "harness/tolerance", "CaseSpec": "harness/case_spec", "CaseFileTest": "harness/case_file",
+                   "LatencyFloor": "bench/latency_floor"}
 
 
 # Google Benchmark's own fields of a run; every other key is one of the benchmark's counters.
@@ -105,9 +106,11 @@ def derive(b):
 
 
 def with_floor(goal, floor, meets):
-    """A goal with the same measure taken on its floor benchmark (a device copy of the same bytes, a
-    kernel of the same dependent loads and nothing else, timed the same way), and whether the floor
-    itself meets the goal: where it does not, no kernel can on this device."""
+    """A goal with the same measure taken on its floor benchmark (the device's own copy of the same
+    bytes, or a kernel doing nothing but the same dependent loads, timed the same way), and whether
+    the floor itself meets the goal: where it does not, the goal asks for more than this device
+    reaches with no work at all beside the data movement. Goals without a floor benchmark (e.g.
+    196608 rows, whose copy would not fit the benchmark's buffers) carry none."""
     if floor is not None:
         goal["floor"] = round(floor, 4)
         goal["floor_meets_goal"] = bool(meets(floor))
@@ -115,10 +118,8 @@ def with_floor(goal, floor, meets):
 
 
 def copy_fraction(copy, b):
-    """The fraction of the copy ceiling that the same-bytes copy reached, in b's ceiling."""
-    if not copy or not b.get("copy_ceiling_GBps"):
-        return None
-    return copy["bytes"] / (copy["median_us"] * 1e-6) / 1e9 / b["copy_ceiling_GBps"]
+    """The fraction of the copy ceiling that the same-bytes copy reached (derive() computed it)."""
+    return copy.get("fraction_of_ceiling") if copy else None
 
 
 def time_ratio(floor, empty):

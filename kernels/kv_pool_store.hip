@@ -23,8 +23,9 @@ constexpr int kIndexerGroups = kThreads / kIndexerThreadsPerEntry;
 // kBulkSteps where the grid fills the device anyway (fewer, fuller blocks), one where it would not
 // (a decode's few tokens spread over more blocks, each thread's chain of work one token long).
 constexpr int kBulkSteps = 4;
-// Below kBulkTokens a grid of 1-step blocks (4 MODEL1 tokens each; 29 registers a thread, so 8
-// blocks an SM) stays within one wave of the H200 (132 SMs: 4224 tokens).
+// Below kBulkTokens a ratio-0 layer's grid of 1-step blocks (4 MODEL1 tokens each; 29 registers a
+// thread, so 8 blocks an SM) stays within one wave of the H200 (132 SMs: 4224 tokens); a ratio-4
+// layer's three parts take up to about two waves there. Measured on the H200 at 1-256 tokens only.
 constexpr int64_t kBulkTokens = 4096;
 
 // One pool layer a store writes into, and the rows and locations it writes.

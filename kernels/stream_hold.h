@@ -26,9 +26,12 @@ class StreamHold {
   void release();
 
  private:
+  void let_go();  // the host's write the polling kernel waits for
+
   int* flags_ = nullptr;         // host memory mapped into the device: [0] released, [1] gave up
   int* device_flags_ = nullptr;  // the same memory, as the device addresses it
-  hipStream_t held_ = nullptr;
+  bool held_ = false;
+  hipStream_t stream_ = nullptr;  // the held stream (0 is the default stream)
 };
 
 }  // namespace dsv4h

@@ -27,8 +27,17 @@ StreamHold::StreamHold() {
 }
 
 StreamHold::~StreamHold() {
-  if (held_) (void)hipStreamSynchronize(held_);  // never free memory a waiting kernel polls
+  if (held_) {  // unwinding from an error while held: let the stream go before freeing what it polls
+    let_go();
+    (void)hipStreamSynchronize(stream_);
+  }
   (void)hipHostFree(flags_);
+}
+
+void StreamHold::let_go() {
+  reinterpret_cast<volatile int*>(flags_)[0] = 1;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  held_ = false;
 }
 
 void StreamHold::hold(hipStream_t stream) {
@@ -37,15 +46,14 @@ void StreamHold::hold(hipStream_t stream) {
   reinterpret_cast<volatile int*>(flags_)[1] = 0;
   hold_until_released<<<1, 1, 0, stream>>>(device_flags_);
   DSV4H_LAUNCH_CHECK("hold_until_released");
-  held_ = stream;
+  held_ = true;
+  stream_ = stream;
 }
 
 void StreamHold::release() {
   if (!held_) throw std::logic_error("StreamHold::release: nothing is held");
-  reinterpret_cast<volatile int*>(flags_)[0] = 1;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  DSV4H_HIP_CHECK(hipStreamSynchronize(held_));
-  held_ = nullptr;
+  let_go();
+  DSV4H_HIP_CHECK(hipStreamSynchronize(stream_));
   if (reinterpret_cast<volatile int*>(flags_)[1] != 0)
     throw std::runtime_error("StreamHold: the hold gave up before the host released it (ten seconds or more "
                              "of enqueueing); the timing behind it measured the host");

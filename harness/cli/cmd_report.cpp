@@ -16,7 +16,7 @@ namespace {
 
 using namespace dsv4h::report;
 
-const char* kHelp = R"(usage: dsv4h report compare BASE.json NEW.json [--threshold 0.05] [--alpha 0.05] [--min-change-us 1.5] [--json OUT]
+const char* kHelp = R"(usage: dsv4h report compare BASE.json NEW.json [--threshold 0.05] [--alpha 0.05] [--min-change-us 0.5] [--json OUT]
        dsv4h report html --history DIR --out FILE.html [--baseline FILE] [--threshold T] [--alpha A] [--min-change-us U]
        dsv4h report markdown --history DIR --out FILE.md [--baseline FILE] [--threshold T] [--alpha A] [--min-change-us U]
 
@@ -25,17 +25,20 @@ with every repetition, plus commit, date, device, ceilings, accuracy). dsv4h rep
 --help for each.
 )";
 
-const char* kCompareHelp = R"(usage: dsv4h report compare BASE.json NEW.json [--threshold 0.05] [--alpha 0.05] [--min-change-us 1.5] [--json OUT]
+const char* kCompareHelp = R"(usage: dsv4h report compare BASE.json NEW.json [--threshold 0.05] [--alpha 0.05] [--min-change-us 0.5] [--json OUT]
 
 Compares two benchmark files (history files or bare Google Benchmark JSON with repetitions),
 benchmark by benchmark: the change of the median time (NEW/BASE - 1), a two-sided Mann-Whitney U
 test over the repetitions, and a verdict. Benchmarks in one file only are listed, not compared.
+Files timed differently (context.timing: "device", or absent where launches were timed at the
+host's rate) are not compared: exit 2.
 
   --threshold T  relative median change that matters (default 0.05)
   --alpha A      significance level of the test (default 0.05)
   --min-change-us U
-                 absolute median change that matters, in microseconds (default 1.5: launch-bound
-                 benchmarks move that much between processes)
+                 absolute median change that matters, in microseconds (default 0.5: decode-size
+                 benchmarks timed on the device move up to 0.4 us between processes; nights timed
+                 at the host's launch rate moved 1.2 us: compare those with 1.5)
   --json OUT     write the comparison as JSON
 
 exit codes: 0 nothing slower, 1 a benchmark slower (p < alpha, change > threshold and > U),

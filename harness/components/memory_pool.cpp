@@ -329,6 +329,8 @@ Component memory_pool_component() {
       "memory_pool(tokens=257,per_request=100,layers=3,swa_page=64,window=128,full_pages=16,swa_pages=16,invalid=0.3)",
       "memory_pool(tokens=40,per_request=4,swa_page=2,window=3,history=9,swa_pages=100,first_layer=2)",
       "memory_pool(tokens=128,per_request=128,history=0,window=1000,swa_page=128,full_pages=4,swa_pages=4,invalid=0)",
+      // Past kv_pool_store's kBulkTokens (4096): its 4-step blocks, each part's last block partial.
+      "memory_pool(tokens=4097,per_request=4097,history=0,full_pages=20,swa_pages=20)",
   };
   c.batch_param = "tokens";
   // Replayed as target-verify steps (4 rows a request): the c4 pool is as large as the full pool,

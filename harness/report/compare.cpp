@@ -43,14 +43,16 @@ bool Comparison::any_slower() const {
   return std::any_of(benchmarks.begin(), benchmarks.end(), [](const auto& b) { return b.verdict == Verdict::slower; });
 }
 
-std::string timing_name(const Night& night) { return night.timing.empty() ? "host launch rate" : night.timing; }
+std::string timing_name(const Night& night) {
+  return night.timing.empty() ? "absent (launches timed at the host's rate)" : "\"" + night.timing + "\"";
+}
 
 Comparison compare_nights(const Night& base, const Night& now, const CompareOptions& options) {
   // A change of timing method moves every launch-bound time at once (an empty kernel: 3.5 us at
   // the host's launch rate, 1.4 us on the device): no verdict of such a pair would mean anything.
   if (base.timing != now.timing)
-    throw BadInput(now.path + ": field \"context.timing\" is \"" + timing_name(now) + "\", " + base.path +
-                   " was timed by \"" + timing_name(base) + "\": nights timed differently are not compared");
+    throw BadInput(now.path + ": field \"context.timing\" is " + timing_name(now) + ", in " + base.path + " " +
+                   timing_name(base) + ": nights timed differently are not compared");
   Comparison c{base.label(), now.label(), options, {}, {}, {}};
   for (const auto& [name, samples] : base.benchmarks)
     if (!now.benchmarks.count(name)) c.only_in_base.push_back(name);

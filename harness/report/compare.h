@@ -26,7 +26,7 @@ struct CompareOptions {
   // within one, which the test over one process's repetitions takes as significant: timed on the
   // device (behind a stream hold), the lent H200's empty kernel measured 1.27 to 1.48 us and
   // filtered_silu_mul at 6 rows 3.61 to 3.99 us in the processes of one day. (Timed at the host's
-  // launch rate, before 2026-12-02's 67db8f4, the empty kernel moved by 1.2 us: 3.49 to 4.70 us.)
+  // launch rate, in binaries before 9c6b223, the empty kernel moved by 1.2 us: 3.49 to 4.70 us.)
   double min_change_us = 0.5;
 };
 
@@ -53,7 +53,7 @@ struct Comparison {
 // BadInput where the two nights were timed differently (Night::timing).
 Comparison compare_nights(const Night& base, const Night& now, const CompareOptions& options);
 
-// How a night's benchmarks were timed, in words ("host launch rate" where the night does not say).
+// How a night's benchmarks were timed, for messages: its context.timing quoted, or "absent (...)".
 std::string timing_name(const Night& night);
 
 nlohmann::json comparison_to_json(const Comparison& c);

@@ -4,7 +4,8 @@
 // ci/history-record:
 //   "context":    Google Benchmark's context (kept as written); only "context.timing" is read: how
 //                 the benchmarks were timed ("device": launches queued behind a stream hold; absent
-//                 in nights before 2026-12-02's 67db8f4, which timed launches at the host's rate)
+//                 in nights of binaries before f4e39e2 (2026-12-02), timed at the host's rate or,
+//                 from 9c6b223, on the device without saying so)
 //   "benchmarks": every entry; those with "run_type": "iteration" are the repetitions read here
 //                 ("name" or "run_name", "real_time", "time_unit" ns|us|ms|s, user counters
 //                 "bytes", "flops", "copy_ceiling_GBps"); "aggregate" entries are ignored because

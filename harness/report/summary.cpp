@@ -44,21 +44,18 @@ Trend trend_of(const std::string& name, const std::vector<Night>& nights, const 
 HistorySummary summarize_history(const std::string& dir, const std::string& baseline_path,
                                  const CompareOptions& options) {
   HistorySummary s;
-  s.nights = load_history(dir);
+  std::vector<Night> all = load_history(dir);
+  for (Night& night : all)
+    if (night.timing == all.back().timing) s.nights.push_back(std::move(night));
+  s.nights_timed_otherwise = all.size() - s.nights.size();
   if (!baseline_path.empty()) {
     s.baseline = load_night(baseline_path);
     for (size_t i = 0; i < s.nights.size(); ++i)
       if (s.nights[i].commit == s.baseline.commit && s.nights[i].date == s.baseline.date) s.baseline_index = i;
   } else {
-    // The latest earlier night timed as the latest was; where there is none (the first night of a
-    // history, or of a timing method), the latest night is its own baseline: every verdict
-    // "unchanged".
-    s.baseline_index = s.nights.size() - 1;
-    for (size_t i = s.nights.size() - 1; i-- > 0;)
-      if (s.nights[i].timing == s.nights.back().timing) {
-        s.baseline_index = i;
-        break;
-      }
+    // The first night of a history (or of a timing method) is its own baseline: it renders, every
+    // verdict "unchanged".
+    s.baseline_index = s.nights.size() - (s.nights.size() < 2 ? 1 : 2);
     s.baseline = s.nights[*s.baseline_index];
   }
   s.comparison = compare_nights(s.baseline, s.nights.back(), options);

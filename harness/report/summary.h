@@ -21,15 +21,17 @@ struct Trend {
 };
 
 struct HistorySummary {
-  std::vector<Night> nights;  // oldest first
+  std::vector<Night> nights;  // oldest first, those timed as the latest night was
+  size_t nights_timed_otherwise = 0;  // earlier nights left out: their times are not comparable
   Night baseline;
   std::optional<size_t> baseline_index;  // where the baseline is in nights, if it is one of them
   Comparison comparison;                 // the latest night against the baseline
   std::vector<Trend> trends;             // in the comparison's order, then benchmarks not compared
 };
 
-// The baseline is `baseline_path` when given, else the latest earlier night timed the same way as
-// the latest (where there is none, the latest night is its own baseline).
+// The history's nights timed as the latest was (Night::timing; a change of method would show as a
+// step in every launch-bound trend). The baseline is `baseline_path` when given, else the night
+// before the latest (where there is none, the latest night is its own baseline).
 HistorySummary summarize_history(const std::string& dir, const std::string& baseline_path,
                                  const CompareOptions& options);
 

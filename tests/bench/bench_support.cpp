@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -32,13 +33,12 @@ double GpuTimer::elapsed_seconds() {
 }
 
 double measure_copy_ceiling(void* dst, const void* src, size_t bytes, hipStream_t stream) {
+  auto copy = [&] { DSV4H_HIP_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, stream)); };
+  copy();  // warm-up, outside any hold
+  DSV4H_HIP_CHECK(hipStreamSynchronize(stream));
   GpuTimer timer;
   std::vector<double> rates;
-  for (int i = 0; i < 16; ++i) {
-    const double s =
-        timer.seconds(stream, [&] { DSV4H_HIP_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, stream)); });
-    if (i > 0) rates.push_back(2.0 * static_cast<double>(bytes) / s);  // the first one warms up
-  }
+  for (int i = 0; i < 15; ++i) rates.push_back(2.0 * static_cast<double>(bytes) / timer.seconds(stream, copy));
   std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
   const double ceiling = rates[rates.size() / 2];
   std::printf("device-to-device copy ceiling measured here: %.1f GB/s (read + write)\n", ceiling / 1e9);
@@ -58,9 +58,10 @@ void time_empty_kernel(benchmark::State& state, hipStream_t stream, int64_t laun
   state.counters["launches_per_sample"] = static_cast<double>(launches);
 }
 
-LoadChain::LoadChain() : chain(32 * sizeof(int32_t)), out(32 * sizeof(int32_t)) {
-  std::vector<int32_t> next(32);
-  for (int i = 0; i < 32; ++i) next[i] = (i * 7 + 3) % 32;  // a permutation without a fixed point
+LoadChain::LoadChain()
+    : chain(kChainEntries * kChainStride * sizeof(int32_t)), out(kChainEntries * sizeof(int32_t)) {
+  std::vector<int32_t> next(kChainEntries * kChainStride, 0);
+  for (int i = 0; i < kChainEntries; ++i) next[i * kChainStride] = (i * 7 + 3) % kChainEntries;  // no fixed point
   DSV4H_HIP_CHECK(hipMemcpy(chain.data(), next.data(), chain.bytes(), hipMemcpyHostToDevice));
 }
 
@@ -86,13 +87,16 @@ void time_dependent_loads(benchmark::State& state, hipStream_t stream, int64_t l
 void time_device_copy(benchmark::State& state, hipStream_t stream, void* dst, const void* src,
                       size_t pool_bytes, size_t moved_bytes, int64_t launches) {
   const size_t bytes = moved_bytes / 2;
-  if (bytes == 0 || bytes > pool_bytes) throw std::invalid_argument("time_device_copy: moved_bytes out of the pool's range");
+  if (bytes == 0 || bytes > pool_bytes)
+    throw std::invalid_argument("time_device_copy: moved_bytes " + std::to_string(moved_bytes) + " must be in [2, 2 x pool_bytes " +
+                                std::to_string(pool_bytes) + "]");
   const size_t sets = std::min<size_t>(64, pool_bytes / bytes);
   auto copy = [&](size_t set) {
     DSV4H_HIP_CHECK(hipMemcpyAsync(static_cast<char*>(dst) + set * bytes, static_cast<const char*>(src) + set * bytes,
                                    bytes, hipMemcpyDeviceToDevice, stream));
   };
   for (size_t i = 0; i < sets; ++i) copy(i);  // warm-up: every set once
+  DSV4H_HIP_CHECK(hipStreamSynchronize(stream));
   GpuTimer timer;
   size_t next = 0;
   for (auto _ : state) {
@@ -117,18 +121,20 @@ void check_stream_hold() {
   DSV4H_HIP_CHECK(hipEventCreate(&done));
   StreamHold hold;
   launch_empty_kernel(stream);
+  DSV4H_HIP_CHECK(hipStreamSynchronize(stream));
   hold.hold(stream);
   launch_empty_kernel(stream);
   DSV4H_HIP_CHECK(hipEventRecord(done, stream));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const bool held = hipEventQuery(done) == hipErrorNotReady;
+  const hipError_t while_held = hipEventQuery(done);
   hold.release();
-  const bool released = hipEventQuery(done) == hipSuccess;
+  const hipError_t after_release = hipEventQuery(done);
   DSV4H_HIP_CHECK(hipEventDestroy(done));
   DSV4H_HIP_CHECK(hipStreamDestroy(stream));
-  if (!held || !released)
-    throw std::runtime_error(held ? "stream hold: queued work did not finish after the release"
-                                  : "stream hold: queued work ran before the release; timings would measure the host");
+  if (while_held != hipErrorNotReady || after_release != hipSuccess)
+    throw std::runtime_error(std::string("stream hold: the queued work's event read ") + hipGetErrorName(while_held) +
+                             " while held (expected not ready) and " + hipGetErrorName(after_release) +
+                             " after the release (expected success); timings behind a hold would be wrong");
   std::printf("stream hold checked: queued work waits for the release\n");
 }
 }  // namespace

@@ -46,7 +46,7 @@ double measure_copy_ceiling(void* dst, const void* src, size_t bytes, hipStream_
 // sample on `stream`, reported as the mean device time per launch.
 void time_empty_kernel(benchmark::State& state, hipStream_t stream, int64_t launches);
 
-// The device data of kernels/latency_floor.h's dependent loads: a 32-entry chain and its output.
+// The device data of kernels/latency_floor.h's dependent loads: the chain and its output.
 struct LoadChain {
   LoadChain();
   void launch(int depth, hipStream_t stream) const;
@@ -59,8 +59,9 @@ struct LoadChain {
 void time_dependent_loads(benchmark::State& state, hipStream_t stream, int64_t launches, int depth);
 
 // The copy floor of a benchmark's size: device-to-device copies of moved_bytes / 2 (so moved_bytes
-// read + write), rotating through [src, src + pool_bytes) and [dst, dst + pool_bytes) so that no copy
-// finds its source in L2, `launches` per sample. What a kernel moving the same bytes could reach.
+// read + write), rotating through up to 64 sets of [src, src + pool_bytes) and [dst, dst +
+// pool_bytes), `launches` per sample; the sets outgrow the 50 MB L2 from the mid sizes on (the
+// decode sizes' sets stay in it, as the kernels' do). What the device's own copy reaches at that size.
 void time_device_copy(benchmark::State& state, hipStream_t stream, void* dst, const void* src,
                       size_t pool_bytes, size_t moved_bytes, int64_t launches);
 

@@ -97,22 +97,28 @@ TEST(ReportHistory, BaselineIsThePreviousNightOrTheGivenFile) {
   EXPECT_EQ(from_first.comparison.base_label, testing::night_commit(0) + " (" + testing::night_date(0) + ")");
 }
 
-// A change of timing method starts a new baseline: the first night timed on the device is its own,
-// the next one is compared with it, never with a night timed at the host's launch rate.
-TEST(ReportHistory, BaselineIsTheLatestNightTimedTheSameWay) {
+// A change of timing method starts a new history: the first night timed on the device is its own
+// baseline, the next one is compared with it, and the nights timed at the host's launch rate are
+// left out of the trends (where the change would be a step in every benchmark).
+TEST(ReportHistory, NightsTimedOtherwiseAreLeftOut) {
   const std::string dir = testing::fresh_dir("timing_history");
   std::mt19937_64 rng(17);
   testing::write_night(dir, 0, {{kSteady, draw_times(rng, 3.5, 0.01)}});
   testing::write_night(dir, 1, {{kSteady, draw_times(rng, 3.5, 0.01)}});
   testing::write_night(dir, 2, {{kSteady, draw_times(rng, 1.4, 0.01)}}, "device");
   HistorySummary s = summarize_history(dir, "", {});
-  EXPECT_EQ(s.baseline_index, std::optional<size_t>(2));
+  ASSERT_EQ(s.nights.size(), 1u);
+  EXPECT_EQ(s.nights_timed_otherwise, 2u);
+  EXPECT_EQ(s.baseline_index, std::optional<size_t>(0));
   ASSERT_EQ(s.comparison.benchmarks.size(), 1u);
   EXPECT_EQ(s.comparison.benchmarks[0].verdict, Verdict::unchanged);
   testing::write_night(dir, 3, {{kSteady, draw_times(rng, 2.4, 0.01)}}, "device");
   s = summarize_history(dir, "", {});
-  EXPECT_EQ(s.baseline_index, std::optional<size_t>(2));
+  EXPECT_EQ(s.nights.front().commit, testing::night_commit(2));
+  EXPECT_EQ(s.baseline_index, std::optional<size_t>(0));
   EXPECT_EQ(s.comparison.benchmarks[0].verdict, Verdict::slower);
+  EXPECT_FALSE(s.trends[0].step.has_value());  // two nights: no step, and none from the timing change
+  EXPECT_NE(render_markdown(s).find("2 earlier nights were timed otherwise"), std::string::npos);
 }
 
 TEST(ReportHistory, HtmlHoldsTableAndOneChartPerBenchmark) {

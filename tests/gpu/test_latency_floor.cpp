@@ -17,31 +17,31 @@ namespace {
 constexpr int32_t kUnwritten = 0x7fffffff;
 
 struct Chain {
-  std::vector<int32_t> next;
-  DeviceBuffer chain{32 * sizeof(int32_t)}, out{32 * sizeof(int32_t)};
+  std::vector<int32_t> next;  // entry e at next[e * kChainStride]; the rest poisoned
+  DeviceBuffer chain{kChainEntries * kChainStride * sizeof(int32_t)}, out{kChainEntries * sizeof(int32_t)};
 
-  explicit Chain(uint64_t seed) : next(32) {
+  explicit Chain(uint64_t seed) : next(kChainEntries * kChainStride, kUnwritten) {
     Rng rng(seed);
     std::printf("chain seed %llu\n", static_cast<unsigned long long>(seed));
-    for (int32_t& n : next) n = static_cast<int32_t>(rng.integer(0, 31));
+    for (int e = 0; e < kChainEntries; ++e) next[e * kChainStride] = static_cast<int32_t>(rng.integer(0, kChainEntries - 1));
     DSV4H_HIP_CHECK(hipMemcpy(chain.data(), next.data(), chain.bytes(), hipMemcpyHostToDevice));
-    const std::vector<int32_t> poison(32, kUnwritten);
+    const std::vector<int32_t> poison(kChainEntries, kUnwritten);
     DSV4H_HIP_CHECK(hipMemcpy(out.data(), poison.data(), out.bytes(), hipMemcpyHostToDevice));
   }
   void launch(int depth, hipStream_t stream) const {
     launch_dependent_loads(static_cast<const int32_t*>(chain.data()), static_cast<int32_t*>(out.data()), depth, stream);
   }
   std::vector<int32_t> expected(int depth) const {
-    std::vector<int32_t> e(32);
-    for (int t = 0; t < 32; ++t) {
+    std::vector<int32_t> e(kChainEntries);
+    for (int t = 0; t < kChainEntries; ++t) {
       int32_t at = t;
-      for (int d = 0; d < depth; ++d) at = next[at];
+      for (int d = 0; d < depth; ++d) at = next[at * kChainStride];
       e[t] = at;
     }
     return e;
   }
   std::vector<int32_t> result() const {
-    std::vector<int32_t> r(32);
+    std::vector<int32_t> r(kChainEntries);
     DSV4H_HIP_CHECK(hipMemcpy(r.data(), out.data(), out.bytes(), hipMemcpyDeviceToHost));
     return r;
   }
