@@ -73,12 +73,6 @@ Pool& pool() {
   return p;
 }
 
-// Launches per timing sample: at least 8 back to back, and enough to cover 256 MB, so that the
-// sample's first and last launches weigh little against the steady state in between.
-int64_t launches_per_sample(int64_t bytes) {
-  return std::clamp<int64_t>((int64_t{256} << 20) / std::max<int64_t>(bytes, 1), 8, 64);
-}
-
 void BM_filtered_silu_mul(benchmark::State& state) {
   Pool& p = pool();
   const int64_t rows = state.range(0);
@@ -89,7 +83,7 @@ void BM_filtered_silu_mul(benchmark::State& state) {
   for (int64_t r = 0; r < sets * rows; ++r) kept_rows_all_sets += ids[r] != -1;
   const double kept_rows = static_cast<double>(kept_rows_all_sets) / sets;
   const double bytes = kept_rows * kInter * 6 + rows * 4;  // the count of the descriptor's work()
-  const int64_t k = launches_per_sample(static_cast<int64_t>(bytes));
+  const int64_t k = launches_per_sample(bytes);
 
   auto launch = [&](int64_t set) {
     FilteredSiluMulArgs args;
@@ -102,22 +96,13 @@ void BM_filtered_silu_mul(benchmark::State& state) {
     args.swiglu_limit = static_cast<float>(kSwigluLimit);
     launch_filtered_silu_mul(args, p.stream);
   };
-  GpuTimer timer;
-  int64_t next_set = 0;
-  for (int64_t i = 0; i < sets; ++i) launch(i);  // warm-up: every set once
-  for (auto _ : state) {
-    const double s = timer.seconds(p.stream, [&] {
-      for (int64_t i = 0; i < k; ++i) launch(next_set++ % sets);
-    });
-    state.SetIterationTime(s / k);
-  }
+  time_back_to_back(state, p.stream, k, sets, launch);
   state.counters["rows"] = static_cast<double>(rows);
   state.counters["kept_rows"] = kept_rows;
   state.counters["bytes"] = bytes;
   state.counters["flops"] = kept_rows * kInter * 4;
   state.counters["GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["copy_ceiling_GBps"] = p.copy_ceiling_bytes_per_s * 1e-9;
-  state.counters["launches_per_sample"] = static_cast<double>(k);
 }
 
 void BM_empty_kernel(benchmark::State& state) { time_empty_kernel(state, pool().stream, launches_per_sample(0)); }

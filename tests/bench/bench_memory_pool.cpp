@@ -101,30 +101,17 @@ Bench& bench() {
   return b;
 }
 
-int64_t launches_per_sample(double bytes) {
-  return std::clamp<int64_t>(static_cast<int64_t>((int64_t{256} << 20) / std::max(bytes, 1.0)), 8, 64);
-}
-
 template <typename Launch>
 void time_sets(benchmark::State& state, int64_t n, double bytes, Launch&& launch) {
   Bench& b = bench();
-  const int64_t sets = std::min<int64_t>(64, kMaxTokens / n), k = launches_per_sample(bytes);
-  GpuTimer timer;
-  int64_t next = 0;
-  for (int64_t i = 0; i < sets; ++i) launch(i * n);  // warm-up: every set once
-  for (auto _ : state) {
-    const double s = timer.seconds(b.stream, [&] {
-      for (int64_t i = 0; i < k; ++i) launch((next++ % sets) * n);
-    });
-    state.SetIterationTime(s / k);
-  }
+  const int64_t sets = std::min<int64_t>(64, kMaxTokens / n);
+  time_back_to_back(state, b.stream, launches_per_sample(bytes), sets, [&](int64_t set) { launch(set * n); });
   state.counters["tokens"] = static_cast<double>(n);
   state.counters["bytes"] = bytes;
   state.counters["GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["copy_ceiling_GBps"] = b.copy_ceiling_bytes_per_s * 1e-9;
   state.counters["fraction_of_copy"] =
       benchmark::Counter(bytes / b.copy_ceiling_bytes_per_s, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["launches_per_sample"] = static_cast<double>(k);
 }
 
 // The slots of the benchmark's order (its second argument, scatter: 1 every token shuffled, 0 page runs).

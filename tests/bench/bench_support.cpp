@@ -46,16 +46,8 @@ double measure_copy_ceiling(void* dst, const void* src, size_t bytes, hipStream_
 }
 
 void time_empty_kernel(benchmark::State& state, hipStream_t stream, int64_t launches) {
-  GpuTimer timer;
-  launch_empty_kernel(stream);
-  for (auto _ : state) {
-    const double s = timer.seconds(stream, [&] {
-      for (int64_t i = 0; i < launches; ++i) launch_empty_kernel(stream);
-    });
-    state.SetIterationTime(s / static_cast<double>(launches));
-  }
+  time_back_to_back(state, stream, launches, 1, [&](int64_t) { launch_empty_kernel(stream); });
   state.counters["bytes"] = 0;
-  state.counters["launches_per_sample"] = static_cast<double>(launches);
 }
 
 LoadChain::LoadChain()
@@ -71,17 +63,9 @@ void LoadChain::launch(int depth, hipStream_t stream) const {
 
 void time_dependent_loads(benchmark::State& state, hipStream_t stream, int64_t launches, int depth) {
   const LoadChain chain;
-  GpuTimer timer;
-  chain.launch(depth, stream);
-  for (auto _ : state) {
-    const double s = timer.seconds(stream, [&] {
-      for (int64_t i = 0; i < launches; ++i) chain.launch(depth, stream);
-    });
-    state.SetIterationTime(s / static_cast<double>(launches));
-  }
+  time_back_to_back(state, stream, launches, 1, [&](int64_t) { chain.launch(depth, stream); });
   state.counters["bytes"] = 0;
   state.counters["depth"] = depth;
-  state.counters["launches_per_sample"] = static_cast<double>(launches);
 }
 
 void time_device_copy(benchmark::State& state, hipStream_t stream, void* dst, const void* src,
@@ -90,24 +74,14 @@ void time_device_copy(benchmark::State& state, hipStream_t stream, void* dst, co
   if (bytes == 0 || bytes > pool_bytes)
     throw std::invalid_argument("time_device_copy: moved_bytes " + std::to_string(moved_bytes) + " must be in [2, 2 x pool_bytes " +
                                 std::to_string(pool_bytes) + "]");
-  const size_t sets = std::min<size_t>(64, pool_bytes / bytes);
-  auto copy = [&](size_t set) {
-    DSV4H_HIP_CHECK(hipMemcpyAsync(static_cast<char*>(dst) + set * bytes, static_cast<const char*>(src) + set * bytes,
-                                   bytes, hipMemcpyDeviceToDevice, stream));
-  };
-  for (size_t i = 0; i < sets; ++i) copy(i);  // warm-up: every set once
-  DSV4H_HIP_CHECK(hipStreamSynchronize(stream));
-  GpuTimer timer;
-  size_t next = 0;
-  for (auto _ : state) {
-    const double s = timer.seconds(stream, [&] {
-      for (int64_t i = 0; i < launches; ++i) copy(next++ % sets);
-    });
-    state.SetIterationTime(s / static_cast<double>(launches));
-  }
+  const int64_t sets = static_cast<int64_t>(std::min<size_t>(64, pool_bytes / bytes));
+  time_back_to_back(state, stream, launches, sets, [&](int64_t set) {
+    const size_t offset = static_cast<size_t>(set) * bytes;
+    DSV4H_HIP_CHECK(hipMemcpyAsync(static_cast<char*>(dst) + offset, static_cast<const char*>(src) + offset, bytes,
+                                   hipMemcpyDeviceToDevice, stream));
+  });
   state.counters["bytes"] = static_cast<double>(2 * bytes);
   state.counters["GBps"] = benchmark::Counter(2.0 * static_cast<double>(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["launches_per_sample"] = static_cast<double>(launches);
 }
 
 namespace {

@@ -2,7 +2,9 @@
 // in the same process, the empty-kernel floor, and a main() that skips (exit 77) where no GPU is found.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 
 #include <benchmark/benchmark.h>
@@ -37,6 +39,30 @@ class GpuTimer {
   hipEvent_t start_, stop_;
   StreamHold hold_;
 };
+
+// Launches per timing sample: at least 8 back to back, and enough to cover 256 MB (at most 64), so
+// that the sample's first and last launches weigh little against the steady state in between.
+inline int64_t launches_per_sample(double bytes) {
+  return std::clamp<int64_t>(static_cast<int64_t>(double(int64_t{256} << 20) / std::max(bytes, 1.0)), 8, 64);
+}
+
+// The timing every benchmark shares: `launch(set)` for each of `sets` input sets once, untimed
+// (a kernel's first launch must not wait behind the hold: kernels/stream_hold.h), then per sample
+// `launches` calls back to back over the sets in turn, the mean device time per call reported.
+template <typename Launch>
+void time_back_to_back(benchmark::State& state, hipStream_t stream, int64_t launches, int64_t sets, Launch&& launch) {
+  for (int64_t set = 0; set < sets; ++set) launch(set);
+  DSV4H_HIP_CHECK(hipStreamSynchronize(stream));
+  GpuTimer timer;
+  int64_t next = 0;
+  for (auto _ : state) {
+    const double s = timer.seconds(stream, [&] {
+      for (int64_t i = 0; i < launches; ++i) launch(next++ % sets);
+    });
+    state.SetIterationTime(s / static_cast<double>(launches));
+  }
+  state.counters["launches_per_sample"] = static_cast<double>(launches);
+}
 
 // Bytes per second (read + write counted) of a device-to-device copy of `bytes`: the median of 15
 // copies after one warm-up. Prints it, since every fraction of it the benchmarks report hangs on it.
