@@ -1,16 +1,21 @@
 // MTP draft-row expansion: expanded[row] = per_request[row / topk] for every field (spec 7).
 //
-// The kernel is latency-bound (a row is a few KB at most): its time is the number of memory round
-// trips a block makes in a row. A store may alias any later int32 load, so a loop that copies field
-// after field, column after column, waits one round trip per field and pass (16 for every field).
-// Here the launch wrapper lays a row's fields end to end as work units of 4 columns (one 16-byte
-// access) where the width is a multiple of 4 and both addresses are aligned, else of 1 column, and
-// thread t takes units t, t + 128, ..., loading four of them before storing any: one round trip for
-// rows of up to 2048 int32 (every field at ctx 8192 is 748).
+// The kernel is latency-bound (a row is a few KB at most): its time is the chain a thread waits
+// on from its start to its store. Measured on the H200 (graph replays, device time): a node that
+// reads one kernel parameter, loads and stores costs 1.84 us against an empty node's 1.40, and
+// each further 64-byte line of kernel parameters on that chain adds up to 0.06 us; a 32-bit
+// division is a chain of about 15 dependent instructions. So:
+// - Each field's output is one contiguous [output_rows, cols] array, and the launch wrapper lays
+//   the fields end to end as one flat range of work units: 4 columns (one 16-byte access) where
+//   the width is a multiple of 4 and both addresses are aligned, else 1 column. Thread i takes
+//   unit i: consecutive threads store consecutive units, coalesced across row boundaries.
+// - A unit's field is counted from the fields' first units, 16 values in one parameter line,
+//   without a loop-carried chain; then one read of the field's own record.
+// - Divisions by a row's units and by topk are multiplications by magic numbers computed on the
+//   host (exact for dividends below 2^31, which the wrapper guarantees).
+// One unit per thread measured fastest (2 and 4 in flight per thread were slower at bs 256).
 //
-// Grid and block: one block of 128 threads per output row. Output rows are bs * topk (at most a
-// few thousand), so a block per row fills the device; the grid depends only on the arguments,
-// fixed at capture.
+// Grid: ceil(units / kThreads) blocks, a function of the arguments only, fixed at capture.
 //
 // Mutant MTP_ZERO_PAD (review finding 3): the per-request rows copied once, in order, and the rest
 // zero-padded, as _pad_tensor_to_size(..., value=0) does; right only for topk = 1. NOOP does nothing.
@@ -22,73 +27,68 @@ namespace dsv4h {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kUnitsPerThread = 4;  // units a thread has in flight
 
-// One row of every field as work units (built by the launch wrapper): field f has cols[f]
-// columns, in units of width[f] columns (4: one 16-byte access).
-struct ExpandKernelArgs {
-  int64_t units;  // of all fields
-  const int32_t* per_request[kMtpMaxFields];
-  int32_t* expanded[kMtpMaxFields];
-  int64_t cols[kMtpMaxFields];
-  int64_t units_end[kMtpMaxFields];  // units of fields 0..f
-  int32_t width[kMtpMaxFields];
-  int64_t requests, topk;
+// n / d as (n * multiplier) >> shift, exact for every n < 2^31 (multiplier = ceil(2^shift / d),
+// shift = 31 + ceil(log2 d): the rounding error times n stays below 2^shift / d).
+struct Divider {
+  uint32_t multiplier, shift;
 };
 
-// The units a thread copies in one pass (units first + threadIdx.x + i * kThreads), loaded.
-struct Pass {
-  int field[kUnitsPerThread];  // -1: no unit
-  int64_t col[kUnitsPerThread];
-  uint4 value[kUnitsPerThread];
-};
-
-// Locates the thread's units of the pass at `first` and loads them from per-request row `source`
-// (-1: none); no stores, so every load is in flight at once.
-__device__ __forceinline__ Pass load_pass(const ExpandKernelArgs& a, int64_t first, int64_t source) {
-  Pass pass;
-  int field = 0;
-#pragma unroll
-  for (int i = 0; i < kUnitsPerThread; ++i) {
-    const int64_t unit = first + i * kThreads + threadIdx.x;
-    pass.field[i] = -1;
-    pass.col[i] = 0;
-    pass.value[i] = make_uint4(0, 0, 0, 0);
-    if (unit >= a.units) continue;
-    while (unit >= a.units_end[field]) ++field;
-    const int64_t col = (unit - (field > 0 ? a.units_end[field - 1] : 0)) * a.width[field];
-    pass.field[i] = field;
-    pass.col[i] = col;
-    if (source < 0) continue;
-    const int32_t* const from = a.per_request[field] + source * a.cols[field] + col;
-    if (a.width[field] == 4) pass.value[i] = load_read_only(reinterpret_cast<const uint4*>(from));
-    else pass.value[i].x = static_cast<uint32_t>(*from);
-  }
-  return pass;
+Divider divider_for(uint32_t d) {
+  uint32_t log2_ceil = 0;
+  while ((uint64_t{1} << log2_ceil) < d) ++log2_ceil;
+  const uint32_t shift = 31 + log2_ceil;
+  return Divider{static_cast<uint32_t>(((uint64_t{1} << shift) + d - 1) / d), shift};
 }
+
+__device__ __forceinline__ uint32_t divide(uint32_t n, Divider d) {
+  return static_cast<uint32_t>((static_cast<uint64_t>(n) * d.multiplier) >> d.shift);
+}
+
+// One field as a range of work units (32 bytes: a field's record is one aligned read).
+struct FieldUnits {
+  const int32_t* per_request;  // [requests, cols]
+  int32_t* expanded;           // [output_rows, cols]
+  uint32_t row_units;          // units a row: cols / width
+  Divider by_row_units;
+  uint32_t width;              // columns a unit: 4 or 1; cols = row_units * width
+};
+
+struct ExpandKernelArgs {
+  uint32_t first[kMtpMaxFields];  // each field's first unit; unused fields 2^32 - 1
+  uint32_t units;                 // of all fields
+  uint32_t requests;
+  Divider by_topk;
+  FieldUnits field[kMtpMaxFields];
+};
 
 __global__ void __launch_bounds__(kThreads) mtp_expand(ExpandKernelArgs a) {
 #if defined(DSV4H_MUTANT_NOOP)
-  if (a.requests >= 0) return;
+  if (a.units > 0) return;
 #endif
-  const int64_t row = blockIdx.x;
-#if defined(DSV4H_MUTANT_MTP_ZERO_PAD)
-  const int64_t source = row < a.requests ? row : -1;
-#else
-  const int64_t source = row / a.topk;
-#endif
-  for (int64_t first = 0; first < a.units; first += kThreads * kUnitsPerThread) {
-    const Pass pass = load_pass(a, first, source);
+  const uint32_t unit = blockIdx.x * kThreads + threadIdx.x;
+  if (unit >= a.units) return;
+  int f = 0;
 #pragma unroll
-    for (int i = 0; i < kUnitsPerThread; ++i) {
-      const int field = pass.field[i];
-      if (field < 0) continue;
-      int32_t* const to = a.expanded[field] + row * a.cols[field] + pass.col[i];
-      const uint4 value = source >= 0 ? pass.value[i] : make_uint4(0, 0, 0, 0);
-      if (a.width[field] == 4) *reinterpret_cast<uint4*>(to) = value;
-      else *to = static_cast<int32_t>(value.x);
-    }
+  for (int g = 1; g < kMtpMaxFields; ++g) f += unit >= a.first[g];
+  const FieldUnits& field = a.field[f];
+  const uint32_t local = unit - a.first[f];
+  const uint32_t row = divide(local, field.by_row_units);
+  const size_t col = static_cast<size_t>(local - row * field.row_units) * field.width;
+  int32_t* const to = field.expanded + static_cast<size_t>(local) * field.width;
+#if defined(DSV4H_MUTANT_MTP_ZERO_PAD)
+  if (row >= a.requests) {
+    if (field.width == 4) *reinterpret_cast<uint4*>(to) = make_uint4(0, 0, 0, 0);
+    else *to = 0;
+    return;
   }
+  const uint32_t source = row;
+#else
+  const uint32_t source = divide(row, a.by_topk);
+#endif
+  const int32_t* const from = field.per_request + static_cast<size_t>(source) * field.row_units * field.width + col;
+  if (field.width == 4) *reinterpret_cast<uint4*>(to) = load_read_only(reinterpret_cast<const uint4*>(from));
+  else *to = load_read_only(from);
 }
 
 void require(bool ok, const std::string& message) {
@@ -113,18 +113,25 @@ void launch_mtp_expand(const MtpExpandArgs& args, hipStream_t stream) {
   }
   if (args.output_rows == 0) return;
   ExpandKernelArgs k{};
-  k.requests = args.requests;
-  k.topk = args.topk;
+  for (uint32_t& first : k.first) first = UINT32_MAX;
+  k.requests = static_cast<uint32_t>(args.requests);
+  k.by_topk = divider_for(static_cast<uint32_t>(args.topk));
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  int64_t units = 0;
   for (int f = 0; f < args.num_fields; ++f) {
-    k.per_request[f] = args.per_request[f];
-    k.expanded[f] = args.expanded[f];
-    k.cols[f] = args.cols[f];
-    k.width[f] = args.cols[f] % 4 == 0 && aligned(args.per_request[f]) && aligned(args.expanded[f]) ? 4 : 1;
-    k.units += args.cols[f] / k.width[f];
-    k.units_end[f] = k.units;
+    const int64_t width = args.cols[f] % 4 == 0 && aligned(args.per_request[f]) && aligned(args.expanded[f]) ? 4 : 1;
+    const int64_t row_units = args.cols[f] / width;
+    // Every unit index fits the kernel's 32-bit arithmetic and its dividers (below 2^31).
+    require(units + args.output_rows * row_units < (int64_t{1} << 31),
+            "field " + std::to_string(f) + ": the output passes 2^31 work units (" + std::to_string(args.output_rows) +
+                " rows of " + std::to_string(args.cols[f]) + " columns)");
+    k.first[f] = static_cast<uint32_t>(units);
+    k.field[f] = FieldUnits{args.per_request[f], args.expanded[f], static_cast<uint32_t>(row_units),
+                            divider_for(static_cast<uint32_t>(row_units)), static_cast<uint32_t>(width)};
+    units += args.output_rows * row_units;
   }
-  mtp_expand<<<static_cast<unsigned>(args.output_rows), kThreads, 0, stream>>>(k);
+  k.units = static_cast<uint32_t>(units);
+  mtp_expand<<<static_cast<unsigned>((units + kThreads - 1) / kThreads), kThreads, 0, stream>>>(k);
   DSV4H_LAUNCH_CHECK("mtp_expand");
 }
 

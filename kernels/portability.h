@@ -88,11 +88,11 @@ __device__ __forceinline__ uint32_t pack_bf16x2_rn(float lo, float hi) {
 #endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
-// A 16- or 8-byte load of data no kernel writes while this one runs (the read-only path on
+// A load (16, 8 or 4 bytes) of data no kernel writes while this one runs (the read-only path on
 // NVIDIA), and a 16-byte store of data this kernel will not read again (evict-first on NVIDIA). On
 // AMD both are plain accesses: the nontemporal builtins take native vector types, and no AMD GPU here could
 // measure whether they pay.
-template <typename Vector>  // uint4 or uint2
+template <typename Vector>  // uint4, uint2 or a 4-byte scalar
 __device__ __forceinline__ Vector load_read_only(const Vector* p) {
 #if defined(DSV4H_GPU_NVIDIA)
   return __ldg(p);
