@@ -1,5 +1,6 @@
 // Bad input to the metadata kernels: the launch wrappers refuse impossible sizes naming the field
-// (staging wider than the buffers, topk 0, an output size that is not bs * topk), and the harness
+// (staging wider than the buffers, topk 0, an output size that is not bs * topk, an expansion
+// beyond its kernel's 32-bit indices), and the harness
 // refuses more real requests than the bucket holds before any launch.
 #include <gtest/gtest.h>
 
@@ -64,7 +65,7 @@ TEST(MetadataGpuBadInput, UpdateRefusesTopkZero) {
   expect_refused([&] { launch_attn_metadata_update(args, nullptr); }, "row_repeat (topk) must be >= 1, got 0");
 }
 
-TEST(MetadataGpuBadInput, MtpExpandRefusesTopkZeroAndAnImpliedSize) {
+TEST(MetadataGpuBadInput, MtpExpandRefusesTopkZeroAnImpliedSizeAndAnOversizedOutput) {
   DSV4H_GPU_OR_SKIP(gpu);
   MtpExpandArgs args{};
   args.num_fields = 1;
@@ -75,6 +76,14 @@ TEST(MetadataGpuBadInput, MtpExpandRefusesTopkZeroAndAnImpliedSize) {
   args.topk = 2;
   args.output_rows = 9;
   expect_refused([&] { launch_mtp_expand(args, nullptr); }, "output_rows 9 != requests 4 x topk 2");
+  // 2^24 rows of 257 columns: more work units than the kernel's 32-bit indices reach.
+  static int32_t dummy;
+  args.per_request[0] = args.expanded[0] = &dummy;
+  args.cols[0] = 257;
+  args.requests = int64_t{1} << 22;
+  args.topk = 4;
+  args.output_rows = int64_t{1} << 24;
+  expect_refused([&] { launch_mtp_expand(args, nullptr); }, "field 0: the output passes 2^31 work units");
 }
 
 TEST(MetadataGpuBadInput, MoreRealRequestsThanTheBucketIsRefusedBeforeLaunch) {
