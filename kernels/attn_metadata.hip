@@ -2,29 +2,32 @@
 // copied into a captured graph's buffer set with the tail reset (spec 6.4); and a consumer that
 // gathers through swa_page_indices.
 //
-// The update is latency-bound: a row is at most a few KB, so a block takes as long as the memory
-// round trips on its longest chain of dependent accesses, and a second kernel adds a launch and
-// its drain (on the H200, build then copy took 5.8 us per replay at bs 1, this one launch 3.9 us,
-// an empty kernel's graph 1.4). A store may alias any later int32 load, so the compiler never
-// moves a load above a store: each thread here issues all the loads it can before its first
-// store, and reads nothing on a chain it does not need.
+// The update is latency-bound: a row is at most a few KB, so a block takes as long as its longest
+// warp's chain of dependent memory round trips and instructions. Measured on the H200 (graph
+// replays, device time): build then copy as two kernels took 5.8 us per replay at bs 1, one launch
+// 3.7 us, an empty kernel's graph 1.4; a 1-block launch of the 64-bit version issued 650
+// instructions a warp at ~6 cycles each, more than its three round trips cost. So:
+// - 32-bit arithmetic throughout (every size is checked on the host to fit), divisions by the
+//   step's topk and tokens per request as magic multiplications (divider.h), and the parameters
+//   that the first round trip needs in the first line of kernel parameters.
+// - Each round trip's wait is filled with the stores that the previous one made possible, in
+//   program order (a store may alias any later int32 load, so the compiler keeps that order):
+//   round trip 1 reads the count, the row's request, its kv length and out location; round trip 2
+//   the full slots of the SWA position and of the page starts, while the row's twelve one-value
+//   fields are stored (three a warp, by its lane 0: no warp diverges over them); round trip 3 the
+//   SWA slot, while page_table, c128_page_indices and c4_sparse_page_indices are stored.
+// - Each value is stored from registers into the staging row and into the buffer row of the same
+//   index: the copy reads nothing back. Buffer columns beyond a narrower staging field and buffer
+//   rows beyond the real ones get the padding (16-byte stores where the host found a field's rows
+//   aligned).
 //
-// attn_metadata_update: one block of 128 threads per row of the larger set. 128 is the SWA window,
-// so thread k computes column k of swa_page_indices. The chain num_reqs -> request row ->
-// req_to_token -> full_to_swa is inherent, but in decode and target verify (tokens per request
-// fixed) a row's request is known without the count: its req_pool_indices and seq_lens (and
-// out_cache_loc) are read alongside num_reqs, in bounds, and the count only decides afterwards
-// where the row goes. With its SWA position each thread also reads req_to_token at the page starts
-// 256 c, c = k, k + 128, ... (four per round trip): that one value gives page_table column c and
-// c128_page_indices columns 2c and 2c + 1 (column j reads position 256 (j / 2)). Three round trips
-// before the stores. Each value of a real row is then stored from the registers into its staging
-// row and into the buffer row of the same index: the copy reads nothing back, so it costs no round
-// trip. Buffer columns beyond a narrower staging field and buffer rows beyond the real ones get
-// the padding (16-byte stores where aligned).
-//
-// Rows are few (bs x tokens per request, at most a few thousand) and independent, so a block per
-// row fills the device without a grid-stride loop; the real counts are read on the device, so the
-// grid is the bucket's and is fixed at capture.
+// One block of 128 threads per row of the larger set: 128 is the SWA window, so thread k computes
+// column k of swa_page_indices, and it reads req_to_token at the page starts 256 c, c = k, k + 128,
+// ... (four a round trip): that one value gives page_table column c and c128_page_indices columns
+// 2c and 2c + 1. Rows are few (bs x tokens per request) and independent, so a block per row fills
+// the device; the real counts are read on the device, so the grid is the bucket's, fixed at capture.
+// In decode and target verify (tokens per request fixed) a row's request is known without the
+// count, and the count only decides where the row goes; prefill finds it by a scan of extend_lens.
 //
 // Mutants, compiled in only under their DSV4H_MUTANT_* definition:
 // META_PADDING_ITEM (review finding 1) reads the real row count back to the host before the launch
@@ -37,18 +40,78 @@
 
 #include <string>
 
+#include "divider.h"
+
 namespace dsv4h {
 namespace {
 
 constexpr int kThreads = 128;       // a thread per SWA column
+constexpr int kWarps = kThreads / 32;
 constexpr int kPagesPerThread = 4;  // page starts a thread reads in one round trip
-constexpr int64_t kPage = 256;
-constexpr int64_t kWindow = 128;
+constexpr int32_t kPage = 256;
+constexpr int32_t kWindow = 128;
+constexpr int64_t kMaxWidth = int64_t{1} << 24;
 
-using Buffers = AttnMetadataBuffers;
-using Field = int32_t* Buffers::*;  // one field of a set
+// The fields of AttnMetadataBuffers, in its order.
+enum Field : int {
+  kPageTable, kRawOutLoc, kSeqLens, kPositions, kSwaPageIndices, kSwaTopkLengths, kC4OutLoc, kC4Positions,
+  kC4TopkRaw, kC4TopkClamp1, kC4SparseTopk, kC4SparsePageIndices, kC128OutLoc, kC128Positions, kC128TopkClamp1,
+  kC128PageIndices, kFields
+};
 
-__device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
+// The twelve fields of one value a row, in the order of their values below.
+constexpr int kScalars = 12;
+constexpr int kScalarsPerWarp = kScalars / kWarps;
+__host__ __device__ constexpr Field scalar_field(int i) {
+  constexpr Field fields[kScalars] = {kRawOutLoc,   kSeqLens,      kPositions,    kSwaTopkLengths,
+                                      kC4OutLoc,    kC4Positions,  kC4TopkRaw,    kC4TopkClamp1,
+                                      kC4SparseTopk, kC128OutLoc,  kC128Positions, kC128TopkClamp1};
+  return fields[i];
+}
+
+// One set of buffers as the kernel sees it.
+struct Set {
+  int32_t* field[kFields];
+  uint32_t rows, page_cols, c128_cols, index_topk;
+  uint32_t aligned;  // bit f: every row of field f starts 16-byte aligned (its base and its width)
+};
+
+__host__ __device__ inline uint32_t cols_of(const Set& s, int f) {
+  return f == kPageTable ? s.page_cols
+         : f == kSwaPageIndices ? kWindow
+         : f == kC4SparsePageIndices ? s.index_topk
+         : f == kC128PageIndices ? s.c128_cols
+                                 : 1;
+}
+
+__device__ __forceinline__ int32_t* row_of(const Set& s, int f, uint32_t row) {
+  return s.field[f] + static_cast<size_t>(row) * cols_of(s, f);
+}
+
+struct UpdateKernelArgs {
+  // What round trip 1 needs, first: one 64-byte line of parameters.
+  const int32_t* num_reqs;
+  const int32_t* req_pool_indices;
+  const int32_t* seq_lens;
+  const int32_t* out_cache_loc;
+  Divider by_row_repeat;
+  Divider by_tokens;               // tokens_per_request (1 in prefill: unused)
+  uint32_t tokens_per_request;     // 0: prefill
+  uint32_t max_reqs;
+  uint32_t row_repeat;
+  uint32_t staging_rows;
+  // Round trips 2 and 3.
+  const int32_t* req_to_token;     // [pool, ctx]
+  const int32_t* full_to_swa;      // [full_slots]
+  uint32_t pool, ctx, full_slots;
+  uint32_t page_starts;            // max(page_cols, ceil(c128_cols / 2)) of the staging set
+  const int32_t* extend_lens;
+  int32_t* num_rows;
+  Set staging, buffers;
+#if defined(DSV4H_MUTANT_META_PADDING_ITEM)
+  uint32_t rows_read_on_host;
+#endif
+};
 
 // Inclusive sum of `value` over the block's threads (Hillis-Steele in shared memory).
 __device__ int64_t block_inclusive_sum(int64_t value, int64_t* scratch) {
@@ -64,21 +127,26 @@ __device__ int64_t block_inclusive_sum(int64_t value, int64_t* scratch) {
 }
 
 struct RowSource {
-  int64_t request = -1, token = 0;  // request -1: the row belongs to nobody
-  int64_t tokens = 0;               // the step's tokens over all real requests
+  uint32_t request = UINT32_MAX, token = 0;  // request UINT32_MAX: the row belongs to nobody
+  int64_t tokens = 0;                        // the step's tokens over all real requests
 };
 
-// Prefill: the request that owns token `token`, from a running scan of extend_lens.
-__device__ RowSource locate_by_scan(const AttnMetadataUpdateArgs& a, int64_t n, int64_t token) {
+// Prefill: the request that owns token `token`, from a running scan of extend_lens (64-bit: a sum
+// over up to max_reqs requests).
+__device__ RowSource locate_by_scan(const UpdateKernelArgs& a, uint32_t n, uint32_t token) {
   __shared__ int64_t scratch[kThreads];
-  __shared__ int64_t found_request, found_token;
-  if (threadIdx.x == 0) found_request = -1, found_token = 0;
+  __shared__ uint32_t found_request, found_token;
+  if (threadIdx.x == 0) found_request = UINT32_MAX, found_token = 0;
   int64_t base = 0;
-  for (int64_t first = 0; first < n; first += kThreads) {
-    const int64_t r = first + threadIdx.x;
-    const int64_t extend = r < n ? clamp64(a.extend_lens[r], 0, a.staging.rows) : 0;
+  for (uint32_t first = 0; first < n; first += kThreads) {
+    const uint32_t r = first + threadIdx.x;
+    const int32_t raw_extend = r < n ? a.extend_lens[r] : 0;
+    const int64_t extend = raw_extend < 0 ? 0 : raw_extend > int64_t{a.staging_rows} ? a.staging_rows : raw_extend;
     const int64_t end = base + block_inclusive_sum(extend, scratch);
-    if (r < n && token >= end - extend && token < end) found_request = r, found_token = token - (end - extend);
+    if (r < n && token >= end - extend && token < end) {
+      found_request = r;
+      found_token = static_cast<uint32_t>(token - (end - extend));
+    }
     base += scratch[kThreads - 1];
     __syncthreads();  // scratch is rewritten by the next chunk
   }
@@ -90,236 +158,245 @@ __device__ RowSource locate_by_scan(const AttnMetadataUpdateArgs& a, int64_t n, 
   return s;
 }
 
-// The full slot of position pos of pool row req, -1 where the inputs have none (bad input that
-// the harness refuses before any launch; here it keeps reads in bounds, also for a row that the
-// count then turns out not to own).
-__device__ __forceinline__ int64_t full_slot(const AttnMetadataUpdateArgs& a, int64_t req, int64_t pos) {
-  if (req < 0 || req >= a.pool || pos < 0 || pos >= a.ctx) return -1;
-  const int64_t slot = a.req_to_token[req * a.ctx + pos];
-  return slot >= 0 && slot < a.full_slots ? slot : -1;
-}
-
-// Page start c serves page_table column c and c128_page_indices columns 2c and 2c + 1.
-__device__ __forceinline__ int64_t page_starts(const Buffers& s) {
-  return s.page_cols > (s.c128_cols + 1) / 2 ? s.page_cols : (s.c128_cols + 1) / 2;
-}
-
-// The full slots of the thread's page starts first + i * kThreads + threadIdx.x.
-__device__ __forceinline__ void read_pages(const AttnMetadataUpdateArgs& a, int64_t req, int64_t first,
-                                           int64_t (&slots)[kPagesPerThread]) {
-  const int64_t pages = page_starts(a.staging);
-#pragma unroll
-  for (int i = 0; i < kPagesPerThread; ++i) {
-    const int64_t c = first + i * kThreads + threadIdx.x;
-    slots[i] = c < pages ? full_slot(a, req, kPage * c) : -1;
-  }
-}
-
-// What a thread loads of row `index` before its first store, and the step's real row count.
+// What a row needs from round trip 1, and the step's real row count.
 struct Row {
-  int64_t real_rows;  // rows below it are real: the scan's or the count's tokens cover them
-  int64_t req, L;     // the request's req_to_token row (may be out of range) and its kv length
-  int32_t raw;        // out_cache_loc[index], thread 0 only
-  int64_t swa_full;   // full slot of position L - 1 - threadIdx.x
-  int64_t page_slots[kPagesPerThread];  // full slots of the thread's first page starts
+  uint32_t real_rows;  // rows below it are real: the scan's or the count's tokens cover them
+  int32_t req, L;      // the request's req_to_token row (may be out of range) and its kv length
+  int32_t raw;         // out_cache_loc of the row
 };
 
-__device__ __forceinline__ Row load_row(const AttnMetadataUpdateArgs& a, int64_t index) {
-  const Buffers& s = a.staging;
-  const int64_t k = threadIdx.x;
-  const int64_t token = index / a.row_repeat;
+__device__ __forceinline__ Row load_row(const UpdateKernelArgs& a, uint32_t index) {
+  const uint32_t token = divide(index, a.by_row_repeat);
   const int32_t count = *a.num_reqs;
+  const uint32_t reqs = count < 0 ? 0 : static_cast<uint32_t>(count) < a.max_reqs ? count : a.max_reqs;
   Row row;
-  row.raw = k == 0 && index < s.rows ? a.out_cache_loc[index] : 0;  // one per staging row
+  row.raw = index < a.staging_rows ? a.out_cache_loc[index] : 0;
   RowSource src;
   if (a.tokens_per_request > 0) {  // the owner without the count; the count decides below
-    src.request = token / a.tokens_per_request;
-    src.token = token % a.tokens_per_request;
+    src.request = divide(token, a.by_tokens);
+    src.token = token - src.request * a.tokens_per_request;
+    src.tokens = int64_t{reqs} * a.tokens_per_request;
   } else {
-    src = locate_by_scan(a, clamp64(count, 0, a.max_reqs), token);
+    src = locate_by_scan(a, reqs, token);
   }
-  const bool in_batch = src.request >= 0 && src.request < a.max_reqs;
+  const bool in_batch = src.request < a.max_reqs;
   row.req = in_batch ? a.req_pool_indices[src.request] : -1;
-  const int64_t seq_len = in_batch ? a.seq_lens[src.request] : 0;
-  const int64_t extend = a.tokens_per_request > 0 ? a.tokens_per_request : in_batch ? a.extend_lens[src.request] : 0;
-  row.L = seq_len - extend + src.token + 1;
-  row.swa_full = full_slot(a, row.req, row.L - 1 - k);
-  read_pages(a, row.req, 0, row.page_slots);
-
-  if (a.tokens_per_request > 0) src.tokens = clamp64(count, 0, a.max_reqs) * a.tokens_per_request;
-  row.real_rows = src.tokens * a.row_repeat < s.rows ? src.tokens * a.row_repeat : s.rows;
+  const int32_t seq_len = in_batch ? a.seq_lens[src.request] : 0;
+  const int32_t extend = a.tokens_per_request > 0 ? static_cast<int32_t>(a.tokens_per_request)
+                         : in_batch                ? a.extend_lens[src.request]
+                                                   : 0;
+  // Unsigned: garbage lengths wrap instead of overflowing (the harness refuses them before launch).
+  row.L = static_cast<int32_t>(static_cast<uint32_t>(seq_len) - static_cast<uint32_t>(extend) + src.token + 1);
+  // Tokens clamped to the staging rows first, so that the product stays below 2^48.
+  const int64_t tokens = src.tokens < a.staging_rows ? src.tokens : a.staging_rows;
+  const int64_t rows = tokens * a.row_repeat;
+  row.real_rows = static_cast<uint32_t>(rows < a.staging_rows ? rows : a.staging_rows);
   return row;
 }
 
-// Where write_row stores a row's values: staging row `row` and/or buffer row `row`.
-struct RowSink {
-  const Buffers& staging;
-  const Buffers& buffers;
-  int64_t row;
-  bool to_staging, to_buffers;
+// The full slot of position pos of pool row req, -1 where the inputs have none (bad input that
+// the harness refuses before any launch; here it keeps reads in bounds, also for a row that the
+// count then turns out not to own).
+__device__ __forceinline__ int32_t full_slot(const UpdateKernelArgs& a, int32_t req, uint32_t pos) {
+  if (static_cast<uint32_t>(req) >= a.pool || pos >= a.ctx) return -1;
+  const int32_t slot = a.req_to_token[static_cast<size_t>(req) * a.ctx + pos];
+  return static_cast<uint32_t>(slot) < a.full_slots ? slot : -1;
+}
 
-  // Column `col` of `field`, whose rows are staging_cols and buffer_cols wide.
-  __device__ __forceinline__ void put(Field field, int64_t staging_cols, int64_t buffer_cols, int64_t col,
-                                      int64_t value) const {
-    if (to_staging) (staging.*field)[row * staging_cols + col] = static_cast<int32_t>(value);
-    if (to_buffers) (buffers.*field)[row * buffer_cols + col] = static_cast<int32_t>(value);
+// The full slots of the thread's page starts first + i * kThreads + threadIdx.x.
+__device__ __forceinline__ void read_pages(const UpdateKernelArgs& a, int32_t req, uint32_t first,
+                                           int32_t (&slots)[kPagesPerThread]) {
+#pragma unroll
+  for (int i = 0; i < kPagesPerThread; ++i) {
+    const uint32_t c = first + i * kThreads + threadIdx.x;
+    slots[i] = c < a.page_starts ? full_slot(a, req, c * kPage) : -1;
   }
+}
+
+// Lane 0 of warp w stores scalars [3w, 3w + 3) of row `row`: the branch is uniform in each warp.
+template <int First>
+__device__ __forceinline__ void put_scalars_from(const Set& s, const Set& b, uint32_t row, bool to_staging,
+                                                 bool to_buffers, const int32_t (&value)[kScalars]) {
+#pragma unroll
+  for (int i = First; i < First + kScalarsPerWarp; ++i) {
+    if (to_staging) s.field[scalar_field(i)][row] = value[i];
+    if (to_buffers) b.field[scalar_field(i)][row] = value[i];
+  }
+}
+
+__device__ __forceinline__ void put_scalars(const Set& s, const Set& b, uint32_t row, bool to_staging,
+                                            bool to_buffers, const int32_t (&value)[kScalars]) {
+  static_assert(kWarps == 4 && kScalarsPerWarp == 3, "the switch below gives each warp three scalars");
+  if (threadIdx.x % 32 != 0) return;
+  switch (threadIdx.x / 32) {
+    case 0: put_scalars_from<0>(s, b, row, to_staging, to_buffers, value); break;
+    case 1: put_scalars_from<3>(s, b, row, to_staging, to_buffers, value); break;
+    case 2: put_scalars_from<6>(s, b, row, to_staging, to_buffers, value); break;
+    default: put_scalars_from<9>(s, b, row, to_staging, to_buffers, value); break;
+  }
+}
+
+// Columns [0, cols) of a row: 16 bytes a store where the field's rows are aligned.
+__device__ __forceinline__ void fill_row(int32_t* row, uint32_t cols, bool aligned, int32_t value) {
+  if (aligned) {
+    const uint32_t u = static_cast<uint32_t>(value);
+    for (uint32_t q = threadIdx.x; q < cols / 4; q += kThreads) reinterpret_cast<uint4*>(row)[q] = make_uint4(u, u, u, u);
+  } else {
+    for (uint32_t c = threadIdx.x; c < cols; c += kThreads) row[c] = value;
+  }
+}
+
+// Where a built row goes: staging row `row` and/or buffer row `row`.
+struct RowSink {
+  const Set& s;
+  const Set& b;
+  uint32_t row;
+  bool to_staging, to_buffers;
 };
 
-// Stores the values of `row` in the staging widths (the buffer's wider columns are left to
-// pad_buffer_row). Every load precedes the first store but those of the page starts beyond the
-// first kThreads * kPagesPerThread (ctx above 131072), a round trip per kThreads * kPagesPerThread.
-__device__ __forceinline__ void write_row(const AttnMetadataUpdateArgs& a, const Row& row, const RowSink& sink) {
-  const Buffers& s = a.staging;
-  const Buffers& b = a.buffers;
-  const int64_t k = threadIdx.x, L = row.L, p = L - 1;
-  const int32_t swa = row.swa_full >= 0 ? a.full_to_swa[row.swa_full] : -1;
-  if (k == 0) {
-    const auto scalar = [&](Field field, int64_t value) { sink.put(field, 1, 1, 0, value); };
-    const int32_t raw = row.raw;
-    const int64_t c4_clamp1 = L / 4 > 1 ? L / 4 : 1;
-    scalar(&Buffers::raw_out_loc, raw);
-    scalar(&Buffers::seq_lens_casual, L);
-    scalar(&Buffers::positions_casual, p);
-    scalar(&Buffers::swa_topk_lengths, L < kWindow ? L : kWindow);
-    scalar(&Buffers::c4_out_loc, L % 4 == 0 ? raw / 4 : 0);
-    scalar(&Buffers::c4_positions, p & ~int64_t{3});
-    scalar(&Buffers::c4_topk_lengths_raw, L / 4);
-    scalar(&Buffers::c4_topk_lengths_clamp1, c4_clamp1);
-    scalar(&Buffers::c4_sparse_topk_lengths, c4_clamp1 < s.index_topk ? c4_clamp1 : s.index_topk);
-    scalar(&Buffers::c128_out_loc, L % 128 == 0 ? raw / 128 : 0);
-    scalar(&Buffers::c128_positions, p & ~int64_t{127});
-    scalar(&Buffers::c128_topk_lengths_clamp1, L / 128 > 1 ? L / 128 : 1);
-  }
-  int64_t slots[kPagesPerThread];
+// page_table column c and c128_page_indices columns 2c, 2c + 1 of the thread's page starts.
+__device__ __forceinline__ void put_pages(const RowSink& o, int32_t L, uint32_t first,
+                                          const int32_t (&slots)[kPagesPerThread]) {
+  int32_t* const s_pages = row_of(o.s, kPageTable, o.row);
+  int32_t* const b_pages = row_of(o.b, kPageTable, o.row);
+  int32_t* const s_c128 = row_of(o.s, kC128PageIndices, o.row);
+  int32_t* const b_c128 = row_of(o.b, kC128PageIndices, o.row);
+  const int32_t c128_blocks = L / 128;
 #pragma unroll
-  for (int i = 0; i < kPagesPerThread; ++i) slots[i] = row.page_slots[i];
-  const auto write_pages = [&](int64_t first) {
-#pragma unroll
-    for (int i = 0; i < kPagesPerThread; ++i) {
-      const int64_t c = first + i * kThreads + k, slot = slots[i];
-      if (c < s.page_cols) sink.put(&Buffers::page_table, s.page_cols, b.page_cols, c, slot >= 0 ? slot / kPage : -1);
-      for (int64_t j = 2 * c; j < 2 * c + 2 && j < s.c128_cols; ++j)
-        sink.put(&Buffers::c128_page_indices, s.c128_cols, b.c128_cols, j,
-                 j < L / 128 && slot >= 0 ? slot / kPage * 2 + j % 2 : -1);
+  for (int i = 0; i < kPagesPerThread; ++i) {
+    const uint32_t c = first + i * kThreads + threadIdx.x;
+    const int32_t slot = slots[i];
+    const int32_t page = slot >= 0 ? slot / kPage : -1;
+    if (c < o.s.page_cols) {
+      if (o.to_staging) s_pages[c] = page;
+      if (o.to_buffers) b_pages[c] = page;
     }
-  };
-  write_pages(0);
-  for (int64_t j = k; j < s.index_topk; j += kThreads)
-    sink.put(&Buffers::c4_sparse_page_indices, s.index_topk, b.index_topk, j, -1);
-  const int64_t pages = page_starts(s);
-  for (int64_t first = kThreads * kPagesPerThread; first < pages; first += kThreads * kPagesPerThread) {
+#pragma unroll
+    for (uint32_t half = 0; half < 2; ++half) {
+      const uint32_t j = 2 * c + half;
+      if (j >= o.s.c128_cols) continue;
+      const int32_t value = static_cast<int32_t>(j) < c128_blocks && slot >= 0 ? page * 2 + static_cast<int32_t>(half) : -1;
+      if (o.to_staging) s_c128[j] = value;
+      if (o.to_buffers) b_c128[j] = value;
+    }
+  }
+}
+
+// Builds `row` in the staging widths (the buffer's wider columns are left to pad_extra_columns).
+__device__ __forceinline__ void build_row(const UpdateKernelArgs& a, const Row& row, const RowSink& o) {
+  const uint32_t k = threadIdx.x;
+  const int32_t L = row.L, p = L - 1;
+  // Round trip 2.
+  const int32_t swa_full = full_slot(a, row.req, static_cast<uint32_t>(L) - 1 - k);
+  int32_t slots[kPagesPerThread];
+  read_pages(a, row.req, 0, slots);
+  // Under it: the one-value fields, from round trip 1's values.
+  const int32_t c4_clamp1 = L / 4 > 1 ? L / 4 : 1;
+  const int32_t index_topk = static_cast<int32_t>(o.s.index_topk);
+  const int32_t scalars[kScalars] = {row.raw,
+                                     L,
+                                     p,
+                                     L < kWindow ? L : kWindow,
+                                     L % 4 == 0 ? row.raw / 4 : 0,
+                                     p & ~3,
+                                     L / 4,
+                                     c4_clamp1,
+                                     c4_clamp1 < index_topk ? c4_clamp1 : index_topk,
+                                     L % 128 == 0 ? row.raw / 128 : 0,
+                                     p & ~127,
+                                     L / 128 > 1 ? L / 128 : 1};
+  put_scalars(o.s, o.b, o.row, o.to_staging, o.to_buffers, scalars);
+  // Round trip 3.
+  const int32_t swa = swa_full >= 0 ? a.full_to_swa[swa_full] : -1;
+  // Under it: the page starts' columns and the sparse indices (none yet: -1).
+  put_pages(o, L, 0, slots);
+  const bool c4_s = o.s.aligned >> kC4SparsePageIndices & 1, c4_b = o.b.aligned >> kC4SparsePageIndices & 1;
+  if (o.to_staging) fill_row(row_of(o.s, kC4SparsePageIndices, o.row), o.s.index_topk, c4_s, -1);
+  if (o.to_buffers) fill_row(row_of(o.b, kC4SparsePageIndices, o.row), o.s.index_topk, c4_s && c4_b, -1);
+  // Page starts beyond the first round trip's (ctx above 131072): a round trip each.
+  for (uint32_t first = kThreads * kPagesPerThread; first < a.page_starts; first += kThreads * kPagesPerThread) {
     read_pages(a, row.req, first, slots);
-    write_pages(first);
+    put_pages(o, L, first, slots);
   }
-  sink.put(&Buffers::swa_page_indices, kWindow, kWindow, k, swa);
+  if (o.to_staging) row_of(o.s, kSwaPageIndices, o.row)[k] = swa;
+  if (o.to_buffers) row_of(o.b, kSwaPageIndices, o.row)[k] = swa;
 }
 
-// Stores `value` into columns [from, end) of the row at `to`, 16 bytes at a time where aligned.
-__device__ __forceinline__ void fill(int32_t* to, int64_t from, int64_t end, int32_t value) {
-  const int64_t k = threadIdx.x;
-  const int64_t misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(to + from) / sizeof(int32_t) % 4);
-  const int64_t head = from + (4 - misaligned) % 4 < end ? from + (4 - misaligned) % 4 : end;
-  const int64_t quads = end > head ? (end - head) / 4 : 0;
-  const uint32_t u = static_cast<uint32_t>(value);
-  for (int64_t c = from + k; c < head; c += kThreads) to[c] = value;
-  for (int64_t q = k; q < quads; q += kThreads) reinterpret_cast<uint4*>(to + head)[q] = make_uint4(u, u, u, u);
-  for (int64_t c = head + 4 * quads + k; c < end; c += kThreads) to[c] = value;
+// Spec 6.4's padding in every column of buffer row `row` (a row of no real request); unused by
+// the mutants that leave the tail rows.
+[[maybe_unused]] __device__ __forceinline__ void pad_row(const Set& b, uint32_t row) {
+  constexpr int32_t padding[kScalars] = {0, 1, 0, 1, 0, 0, 0, 1, 1, 0, 0, 1};
+  put_scalars(b, b, row, false, true, padding);
+  row_of(b, kSwaPageIndices, row)[threadIdx.x] = -1;
+  fill_row(row_of(b, kC4SparsePageIndices, row), b.index_topk, b.aligned >> kC4SparsePageIndices & 1, -1);
+  fill_row(row_of(b, kC128PageIndices, row), b.c128_cols, b.aligned >> kC128PageIndices & 1, -1);
+  fill_row(row_of(b, kPageTable, row), b.page_cols, b.aligned >> kPageTable & 1, 0);  // page 0: the write sink
 }
 
-// Spec 6.4's padding in buffer row `row`: in every column (a row of no real request) or only in
-// the columns beyond the narrower staging fields (a copied row).
-__device__ __forceinline__ void pad_buffer_row(const Buffers& b, const Buffers& s, int64_t row, bool whole) {
-  if (whole) {
-    if (threadIdx.x == 0) {
-      b.raw_out_loc[row] = 0;
-      b.seq_lens_casual[row] = 1;
-      b.positions_casual[row] = 0;
-      b.swa_topk_lengths[row] = 1;
-      b.c4_out_loc[row] = 0;
-      b.c4_positions[row] = 0;
-      b.c4_topk_lengths_raw[row] = 0;
-      b.c4_topk_lengths_clamp1[row] = 1;
-      b.c4_sparse_topk_lengths[row] = 1;
-      b.c128_out_loc[row] = 0;
-      b.c128_positions[row] = 0;
-      b.c128_topk_lengths_clamp1[row] = 1;
-    }
-    b.swa_page_indices[row * kWindow + threadIdx.x] = -1;
-  }
-  fill(b.c4_sparse_page_indices + row * b.index_topk, whole ? 0 : s.index_topk, b.index_topk, -1);
-  fill(b.c128_page_indices + row * b.c128_cols, whole ? 0 : s.c128_cols, b.c128_cols, -1);
-  fill(b.page_table + row * b.page_cols, whole ? 0 : s.page_cols, b.page_cols, 0);  // page 0: the write sink
+// The padding in the columns of buffer row `row` beyond the narrower staging fields.
+__device__ __forceinline__ void pad_extra_columns(const Set& b, const Set& s, uint32_t row) {
+  const auto pad = [&](Field f, int32_t value) {
+    int32_t* const to = row_of(b, f, row);
+    for (uint32_t c = cols_of(s, f) + threadIdx.x; c < cols_of(b, f); c += kThreads) to[c] = value;
+  };
+  if (s.index_topk < b.index_topk) pad(kC4SparsePageIndices, -1);
+  if (s.c128_cols < b.c128_cols) pad(kC128PageIndices, -1);
+  if (s.page_cols < b.page_cols) pad(kPageTable, 0);
 }
 
 #if defined(DSV4H_MUTANT_META_PADDING_ITEM) || defined(DSV4H_MUTANT_META_FULL_SHAPE_COPY)
 // Staging row `row` as memory holds it into buffer row `row`, for a row this launch does not build
 // (so no block writes it while it is read).
-__device__ void copy_staging_row(const Buffers& b, const Buffers& s, int64_t row) {
-  const auto copy = [&](Field field, int64_t staging_cols, int64_t buffer_cols) {
-    for (int64_t c = threadIdx.x; c < staging_cols; c += kThreads)
-      (b.*field)[row * buffer_cols + c] = (s.*field)[row * staging_cols + c];
-  };
-  const Field scalars[] = {&Buffers::raw_out_loc, &Buffers::seq_lens_casual, &Buffers::positions_casual,
-                           &Buffers::swa_topk_lengths, &Buffers::c4_out_loc, &Buffers::c4_positions,
-                           &Buffers::c4_topk_lengths_raw, &Buffers::c4_topk_lengths_clamp1,
-                           &Buffers::c4_sparse_topk_lengths, &Buffers::c128_out_loc, &Buffers::c128_positions,
-                           &Buffers::c128_topk_lengths_clamp1};
-  for (const Field field : scalars) copy(field, 1, 1);
-  copy(&Buffers::swa_page_indices, kWindow, kWindow);
-  copy(&Buffers::c4_sparse_page_indices, s.index_topk, b.index_topk);
-  copy(&Buffers::c128_page_indices, s.c128_cols, b.c128_cols);
-  copy(&Buffers::page_table, s.page_cols, b.page_cols);
+__device__ void copy_staging_row(const Set& b, const Set& s, uint32_t row) {
+  for (int f = 0; f < kFields; ++f) {
+    const int32_t* const from = row_of(s, f, row);
+    int32_t* const to = row_of(b, f, row);
+    for (uint32_t c = threadIdx.x; c < cols_of(s, f); c += kThreads) to[c] = from[c];
+  }
 }
 #endif
 
-struct UpdateKernelArgs {
-  AttnMetadataUpdateArgs a;
-#if defined(DSV4H_MUTANT_META_PADDING_ITEM)
-  int64_t rows_read_on_host;
-#endif
-};
-
 // Block `index` builds staging row `index` where it is real and writes buffer row `index`.
-__global__ void __launch_bounds__(kThreads) attn_metadata_update(UpdateKernelArgs k) {
-  const AttnMetadataUpdateArgs& a = k.a;
+__global__ void __launch_bounds__(kThreads) attn_metadata_update(const UpdateKernelArgs a) {
 #if defined(DSV4H_MUTANT_NOOP)
-  if (a.max_reqs >= 0) return;
+  if (a.max_reqs < UINT32_MAX) return;
 #endif
-  const Buffers& s = a.staging;
-  const Buffers& b = a.buffers;
-  const int64_t index = blockIdx.x;
+  const Set& s = a.staging;
+  const Set& b = a.buffers;
+  const uint32_t index = blockIdx.x;
   const Row row = load_row(a, index);
   if (index == 0 && threadIdx.x == 0) *a.num_rows = static_cast<int32_t>(row.real_rows);
   // Buffer rows below n are copies of the staging rows of the same index, the rest padding.
+  const uint32_t copyable = b.rows < s.rows ? b.rows : s.rows;
 #if defined(DSV4H_MUTANT_META_PADDING_ITEM)
-  const int64_t n = clamp64(k.rows_read_on_host, 0, b.rows < s.rows ? b.rows : s.rows);
+  const uint32_t n = a.rows_read_on_host < copyable ? a.rows_read_on_host : copyable;
 #elif defined(DSV4H_MUTANT_META_FULL_SHAPE_COPY)
-  const int64_t n = b.rows < s.rows ? b.rows : s.rows;  // every staging row
+  const uint32_t n = copyable;  // every staging row
 #else
-  const int64_t n = row.real_rows < b.rows ? row.real_rows : b.rows;
+  const uint32_t n = row.real_rows < b.rows ? row.real_rows : b.rows;
+  (void)copyable;
 #endif
 #if defined(DSV4H_MUTANT_META_ROW0_BROADCAST)
   if (n == 1 && index > 0 && index < b.rows) {  // then real_rows is 1: this block builds no row
     __syncthreads();  // every thread has read locate_by_scan's shared result before it is reused
-    write_row(a, load_row(a, 0), RowSink{s, b, index, false, true});
-    pad_buffer_row(b, s, index, false);
+    build_row(a, load_row(a, 0), RowSink{s, b, index, false, true});
+    pad_extra_columns(b, s, index);
     return;
   }
 #endif
   const bool copied = index < n;  // so index < real_rows, but in the mutants that copy stale rows
-  if (index < row.real_rows) write_row(a, row, RowSink{s, b, index, true, copied});
+  if (index < row.real_rows) build_row(a, row, RowSink{s, b, index, true, copied});
   if (index >= b.rows) return;
   if (!copied) {
 #if !defined(DSV4H_MUTANT_META_TAIL_NOT_RESET) && !defined(DSV4H_MUTANT_META_FULL_SHAPE_COPY)
-    pad_buffer_row(b, s, index, true);
+    pad_row(b, index);
 #endif
     return;
   }
 #if defined(DSV4H_MUTANT_META_PADDING_ITEM) || defined(DSV4H_MUTANT_META_FULL_SHAPE_COPY)
   if (index >= row.real_rows) copy_staging_row(b, s, index);
 #endif
-  pad_buffer_row(b, s, index, false);
+  pad_extra_columns(b, s, index);
 }
 
 __global__ void __launch_bounds__(kThreads) swa_gather(SwaGatherArgs a) {
@@ -335,23 +412,34 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument(message);
 }
 
-void check_buffers(const AttnMetadataBuffers& b, const std::string& which) {
+// The kernel's view of a set, its sizes checked to fit its 32-bit arithmetic.
+Set set_of(const AttnMetadataBuffers& b, const std::string& which) {
   require(b.rows >= 0 && b.rows <= (int64_t{1} << 24), which + ".rows must be in [0, 2^24], got " + std::to_string(b.rows));
   require(b.page_cols >= 0 && b.c128_cols >= 0 && b.index_topk >= 0, which + ": widths must be >= 0");
-  if (b.rows == 0) return;
-  const void* fields[] = {b.page_table, b.raw_out_loc, b.seq_lens_casual, b.positions_casual, b.swa_page_indices,
-                          b.swa_topk_lengths, b.c4_out_loc, b.c4_positions, b.c4_topk_lengths_raw,
-                          b.c4_topk_lengths_clamp1, b.c4_sparse_topk_lengths, b.c4_sparse_page_indices,
-                          b.c128_out_loc, b.c128_positions, b.c128_topk_lengths_clamp1, b.c128_page_indices};
-  for (const void* f : fields) require(f != nullptr, which + ": null device pointer");
+  require(b.page_cols <= kMaxWidth && b.c128_cols <= kMaxWidth && b.index_topk <= kMaxWidth,
+          which + ": widths must be <= 2^24 (page_cols " + std::to_string(b.page_cols) + ", c128_cols " +
+              std::to_string(b.c128_cols) + ", index_topk " + std::to_string(b.index_topk) + ")");
+  Set s{{b.page_table, b.raw_out_loc, b.seq_lens_casual, b.positions_casual, b.swa_page_indices, b.swa_topk_lengths,
+         b.c4_out_loc, b.c4_positions, b.c4_topk_lengths_raw, b.c4_topk_lengths_clamp1, b.c4_sparse_topk_lengths,
+         b.c4_sparse_page_indices, b.c128_out_loc, b.c128_positions, b.c128_topk_lengths_clamp1, b.c128_page_indices},
+        static_cast<uint32_t>(b.rows), static_cast<uint32_t>(b.page_cols), static_cast<uint32_t>(b.c128_cols),
+        static_cast<uint32_t>(b.index_topk), 0};
+  if (b.rows == 0) return s;
+  for (int f = 0; f < kFields; ++f) {
+    require(s.field[f] != nullptr, which + ": null device pointer");
+    const bool aligned = reinterpret_cast<uintptr_t>(s.field[f]) % 16 == 0 && cols_of(s, f) % 4 == 0;
+    s.aligned |= static_cast<uint32_t>(aligned) << f;
+  }
+  return s;
 }
 
 }  // namespace
 
 void launch_attn_metadata_update(const AttnMetadataUpdateArgs& args, hipStream_t stream) {
   const std::string name = "attn_metadata_update: ";
-  check_buffers(args.staging, name + "staging");
-  check_buffers(args.buffers, name + "buffers");
+  UpdateKernelArgs k{};
+  k.staging = set_of(args.staging, name + "staging");
+  k.buffers = set_of(args.buffers, name + "buffers");
   const auto fits = [&](const char* field, int64_t staging, int64_t buffer) {
     require(staging <= buffer, name + field + " of the staging set is " + std::to_string(staging) +
                                    " wide, wider than its buffer (" + std::to_string(buffer) + ")");
@@ -359,10 +447,16 @@ void launch_attn_metadata_update(const AttnMetadataUpdateArgs& args, hipStream_t
   fits("page_table", args.staging.page_cols, args.buffers.page_cols);
   fits("c128_page_indices", args.staging.c128_cols, args.buffers.c128_cols);
   fits("c4_sparse_page_indices", args.staging.index_topk, args.buffers.index_topk);
-  require(args.pool >= 1 && args.ctx >= 1 && args.full_slots >= 1, name + "pool, ctx and full_slots must be >= 1");
-  require(args.max_reqs >= 0, name + "max_reqs must be >= 0");
-  require(args.tokens_per_request >= 0, name + "tokens_per_request must be >= 0 (0 = from extend_lens)");
+  const int64_t int32_max = INT32_MAX;
+  require(args.pool >= 1 && args.ctx >= 1 && args.full_slots >= 1 && args.pool <= int32_max &&
+              args.ctx <= int32_max && args.full_slots <= int32_max,
+          name + "pool, ctx and full_slots must be in [1, 2^31 - 1]");
+  require(args.max_reqs >= 0 && args.max_reqs <= int32_max, name + "max_reqs must be in [0, 2^31 - 1]");
+  require(args.tokens_per_request >= 0 && args.tokens_per_request <= kMaxWidth,
+          name + "tokens_per_request must be in [0, 2^24] (0 = from extend_lens), got " +
+              std::to_string(args.tokens_per_request));
   require(args.row_repeat >= 1, name + "row_repeat (topk) must be >= 1, got " + std::to_string(args.row_repeat));
+  require(args.row_repeat <= kMaxWidth, name + "row_repeat (topk) must be <= 2^24, got " + std::to_string(args.row_repeat));
   require(int64_t{kPage} * (args.staging.page_cols - 1) < args.ctx,
           name + "staging.page_cols " + std::to_string(args.staging.page_cols) + " reach beyond ctx " + std::to_string(args.ctx));
   // An empty batch (max_reqs 0) has empty per-request arrays, which the allocator may give as null.
@@ -371,17 +465,33 @@ void launch_attn_metadata_update(const AttnMetadataUpdateArgs& args, hipStream_t
               (args.max_reqs == 0 || (args.req_pool_indices && args.seq_lens &&
                                       (args.tokens_per_request > 0 || args.extend_lens))),
           name + "null device pointer");
-  UpdateKernelArgs k{};
-  k.a = args;
+  k.num_reqs = args.num_reqs;
+  k.req_pool_indices = args.req_pool_indices;
+  k.seq_lens = args.seq_lens;
+  k.out_cache_loc = args.out_cache_loc;
+  k.by_row_repeat = divider_for(static_cast<uint32_t>(args.row_repeat));
+  k.by_tokens = divider_for(static_cast<uint32_t>(args.tokens_per_request > 0 ? args.tokens_per_request : 1));
+  k.tokens_per_request = static_cast<uint32_t>(args.tokens_per_request);
+  k.max_reqs = static_cast<uint32_t>(args.max_reqs);
+  k.row_repeat = static_cast<uint32_t>(args.row_repeat);
+  k.staging_rows = k.staging.rows;
+  k.req_to_token = args.req_to_token;
+  k.full_to_swa = args.full_to_swa;
+  k.pool = static_cast<uint32_t>(args.pool);
+  k.ctx = static_cast<uint32_t>(args.ctx);
+  k.full_slots = static_cast<uint32_t>(args.full_slots);
+  k.page_starts = k.staging.page_cols > (k.staging.c128_cols + 1) / 2 ? k.staging.page_cols : (k.staging.c128_cols + 1) / 2;
+  k.extend_lens = args.extend_lens;
+  k.num_rows = args.num_rows;
 #if defined(DSV4H_MUTANT_META_PADDING_ITEM)
   // Review finding 1: the row count read with .item(), a device-to-host synchronisation.
   int32_t rows_on_host = 0;
   DSV4H_HIP_CHECK(hipMemcpy(&rows_on_host, args.num_rows, sizeof rows_on_host, hipMemcpyDeviceToHost));
-  k.rows_read_on_host = rows_on_host;
+  k.rows_read_on_host = rows_on_host < 0 ? 0 : static_cast<uint32_t>(rows_on_host);
 #endif
   // A block per row of the larger set, at least one so that the row count is always written.
-  const int64_t rows = args.staging.rows > args.buffers.rows ? args.staging.rows : args.buffers.rows;
-  attn_metadata_update<<<static_cast<unsigned>(rows > 0 ? rows : 1), kThreads, 0, stream>>>(k);
+  const uint32_t rows = k.staging.rows > k.buffers.rows ? k.staging.rows : k.buffers.rows;
+  attn_metadata_update<<<rows > 0 ? rows : 1, kThreads, 0, stream>>>(k);
   DSV4H_LAUNCH_CHECK("attn_metadata_update");
 }
 

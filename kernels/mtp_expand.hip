@@ -23,27 +23,12 @@
 
 #include <string>
 
+#include "divider.h"
+
 namespace dsv4h {
 namespace {
 
 constexpr int kThreads = 128;
-
-// n / d as (n * multiplier) >> shift, exact for every n < 2^31 (multiplier = ceil(2^shift / d),
-// shift = 31 + ceil(log2 d): the rounding error times n stays below 2^shift / d).
-struct Divider {
-  uint32_t multiplier, shift;
-};
-
-Divider divider_for(uint32_t d) {
-  uint32_t log2_ceil = 0;
-  while ((uint64_t{1} << log2_ceil) < d) ++log2_ceil;
-  const uint32_t shift = 31 + log2_ceil;
-  return Divider{static_cast<uint32_t>(((uint64_t{1} << shift) + d - 1) / d), shift};
-}
-
-__device__ __forceinline__ uint32_t divide(uint32_t n, Divider d) {
-  return static_cast<uint32_t>((static_cast<uint64_t>(n) * d.multiplier) >> d.shift);
-}
 
 // One field as a range of work units (32 bytes: a field's record is one aligned read).
 struct FieldUnits {
