@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "divider.h"
 #include "portability.h"
 
 namespace dsv4h::kv_fp8 {
@@ -49,15 +50,15 @@ __device__ __forceinline__ float fp8_e4m3_to_float(uint8_t b) {
   return __uint_as_float(sign | ((exponent + 120u) << 23) | (mantissa << 20));
 }
 
-// A slot's page and entry in the page. Slots and page sizes are below 2^31 (the launch wrappers
-// check), so 32-bit division serves: a 64-bit one is a long software routine on a GPU, paid by
-// every thread of every token.
+// A slot's page and entry in the page. Slots are below 2^31 (the launch wrappers check), so the
+// division by the page's tokens is a multiplication by the launch's magic number (divider.h): a
+// division is a chain of 15 or more instructions, on every store's and gather's critical path.
 struct SlotPlace {
   uint32_t page, entry;
 };
-__device__ __forceinline__ SlotPlace place_of(int32_t slot, int64_t tokens_per_page) {
-  const uint32_t s = static_cast<uint32_t>(slot), n = static_cast<uint32_t>(tokens_per_page);
-  return SlotPlace{s / n, s % n};
+__device__ __forceinline__ SlotPlace place_of(int32_t slot, Divider by_page, uint32_t tokens_per_page) {
+  const uint32_t s = static_cast<uint32_t>(slot), page = divide(s, by_page);
+  return SlotPlace{page, s - page * tokens_per_page};
 }
 
 // 2^e as a float, e in [-126, 127]. x * exp2i(e) is ldexpf(x, e) exactly (both are x * 2^e rounded

@@ -22,6 +22,7 @@ constexpr int kEntriesPerBlock = kThreads / kIndexerThreadsPerEntry * kSteps;
 struct Gather {
   const uint8_t* layer_base;
   int64_t tokens_per_page, page_bytes, pool_slots;
+  Divider by_page;  // tokens_per_page
   const int32_t* slots;
   int64_t n;
   void* out;
@@ -55,7 +56,7 @@ __global__ void __launch_bounds__(kThreads) kv_gather_model1(Gather a) {
     data[i] = make_uint4(0, 0, 0, 0);
     exponent[i] = 0;
     if (slot[i] < 0 || slot[i] >= a.pool_slots) continue;  // no entry (-1) or bad input: zeros, nothing read
-    const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.tokens_per_page);
+    const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.by_page, static_cast<uint32_t>(a.tokens_per_page));
     const uint8_t* page = a.layer_base + place.page * a.page_bytes;
     const int64_t entry = place.entry;
     if (t >= 56) {
@@ -95,7 +96,7 @@ __global__ void __launch_bounds__(kThreads) kv_gather_indexer(Gather a) {
     codes[i] = make_uint2(0, 0);
     scale[i] = 0.f;
     if (slot[i] < 0 || slot[i] >= a.pool_slots) continue;  // no entry (-1) or bad input: zeros, nothing read
-    const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.tokens_per_page);
+    const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.by_page, static_cast<uint32_t>(a.tokens_per_page));
     const uint8_t* page = a.layer_base + place.page * a.page_bytes;
     const int64_t entry = place.entry;
     codes[i] = load_read_only(reinterpret_cast<const uint2*>(page + entry * 128) + t);
@@ -132,7 +133,8 @@ Gather checked(const KvPoolBuffer& pool, int layer, const int32_t* slots, int64_
   kv_require(pool.slots() <= INT32_MAX, "gather: more than 2^31 slots in the pool");
   kv_require(reinterpret_cast<uintptr_t>(pool.base) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0,
              "gather: the pool and the output must be 16-byte aligned");
-  return Gather{pool.base + layer * pool.layer_bytes(), pool.tokens_per_page, pool.page_bytes, pool.slots(), slots, n, out};
+  return Gather{pool.base + layer * pool.layer_bytes(), pool.tokens_per_page, pool.page_bytes, pool.slots(),
+                divider_for(static_cast<uint32_t>(pool.tokens_per_page)), slots, n, out};
 }
 
 }  // namespace

@@ -28,20 +28,22 @@ constexpr int kBulkSteps = 4;
 // layer's three parts take up to about two waves there. Measured on the H200 at 1-256 tokens only.
 constexpr int64_t kBulkTokens = 4096;
 
-// One pool layer a store writes into, and the rows and locations it writes.
+// One pool layer a store writes into, and the rows and locations it writes (those first: a
+// decode-size store's chain starts with them, and kernel parameters are read in 64-byte lines).
 struct StorePart {
-  uint8_t* layer_base;
-  int64_t tokens_per_page, page_bytes, slots;
   const int32_t* locs;
   const uint16_t* rows;  // [tokens, 512] latents or [tokens, 128] keys
+  uint8_t* layer_base;
+  int64_t tokens_per_page, page_bytes, slots;
+  Divider by_page;  // tokens_per_page
 };
 
 // A layer's whole store in one launch: blocks [0, swa_blocks) store the latents into swa, the next
 // compressed_blocks the compressor's entries into c4 or c128, the last indexer_blocks the keys.
 // The branch is uniform per block, so the shared-memory exchange inside each part is safe.
 struct LayerStore {
-  StorePart swa, compressed, indexer;
   int64_t tokens, swa_blocks, compressed_blocks, indexer_blocks;
+  StorePart swa, compressed, indexer;
 };
 
 // A group's rows and their 16-byte slices: every location and every row load of the block issued
@@ -88,7 +90,7 @@ __device__ __forceinline__ void store_model1(const StorePart& a, int64_t tokens,
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     if (!(slot[i] > 0 && slot[i] < a.slots)) continue;
-    const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.tokens_per_page);
+    const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.by_page, static_cast<uint32_t>(a.tokens_per_page));
     uint8_t* entry = a.layer_base + place.page * a.page_bytes + place.entry * 576;
     if (t < 56) {
       const int e = kv_fp8::scale_exponent(tile_amax[i], -13);
@@ -106,7 +108,7 @@ __device__ __forceinline__ void store_model1(const StorePart& a, int64_t tokens,
     const uint8_t* x = exponents[t][group];
     const uint32_t lo = x[0] | (x[1] << 8) | (x[2] << 16) | (static_cast<uint32_t>(x[3]) << 24);
     const uint32_t hi = x[4] | (x[5] << 8) | (x[6] << 16);
-    const kv_fp8::SlotPlace place = kv_fp8::place_of(scale_slot, a.tokens_per_page);
+    const kv_fp8::SlotPlace place = kv_fp8::place_of(scale_slot, a.by_page, static_cast<uint32_t>(a.tokens_per_page));
     uint8_t* page = a.layer_base + place.page * a.page_bytes;
     *reinterpret_cast<uint2*>(page + a.tokens_per_page * 576 + place.entry * 8) = make_uint2(lo, hi);
   }
@@ -127,7 +129,7 @@ __device__ __forceinline__ void store_indexer(const StorePart& a, int64_t tokens
   for (int i = 0; i < kSteps; ++i) {
     if (!(slot[i] > 0 && slot[i] < a.slots)) continue;
     const int e = kv_fp8::scale_exponent(entry_amax[i], -22);
-    const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.tokens_per_page);
+    const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.by_page, static_cast<uint32_t>(a.tokens_per_page));
     uint8_t* page = a.layer_base + place.page * a.page_bytes;
     const int64_t entry = place.entry;
     *reinterpret_cast<uint2*>(page + entry * 128 + t * 8) = kv_fp8::bf16x8_to_fp8x8(in[i], e);
@@ -162,7 +164,8 @@ void check_pool(const KvPoolBuffer& pool, int layer, int64_t entry_bytes, const 
 }
 
 StorePart part(const KvPoolBuffer& pool, int layer, const int32_t* locs, const uint16_t* rows) {
-  return StorePart{pool.base + layer * pool.layer_bytes(), pool.tokens_per_page, pool.page_bytes, pool.slots(), locs, rows};
+  return StorePart{locs, rows, pool.base + layer * pool.layer_bytes(), pool.tokens_per_page, pool.page_bytes, pool.slots(),
+                   divider_for(static_cast<uint32_t>(pool.tokens_per_page))};
 }
 
 // Every check before the first launch, so that a bad argument leaves the pool untouched.
