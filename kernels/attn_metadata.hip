@@ -10,7 +10,7 @@
 // at bs 1, 4.12 -> 3.32 at bs 64, decode at ctx 8192, both builds timed in one device call):
 // - 32-bit arithmetic throughout (every size is checked on the host to fit), divisions by the
 //   step's topk and tokens per request as magic multiplications (divider.h), and the parameters
-//   that the first round trip needs in the first line of kernel parameters.
+//   that the first round trip needs together at the start of the kernel's parameters.
 // - Each round trip's wait is filled with the stores that the previous one made possible, in
 //   program order (a store may alias any later int32 load, so the compiler keeps that order):
 //   round trip 1 reads the count, the row's request, its kv length and out location; round trip 2
@@ -90,7 +90,7 @@ __device__ __forceinline__ int32_t* row_of(const Set& s, int f, uint32_t row) {
 }
 
 struct UpdateKernelArgs {
-  // What round trip 1 needs, first: one 64-byte line of parameters.
+  // What round trip 1 needs, first and together (kernel parameters are read in 64-byte lines).
   const int32_t* num_reqs;
   const int32_t* req_pool_indices;
   const int32_t* seq_lens;
@@ -368,14 +368,13 @@ __global__ void __launch_bounds__(kThreads) attn_metadata_update(const UpdateKer
   const Row row = load_row(a, index);
   if (index == 0 && threadIdx.x == 0) *a.num_rows = static_cast<int32_t>(row.real_rows);
   // Buffer rows below n are copies of the staging rows of the same index, the rest padding.
-  const uint32_t copyable = b.rows < s.rows ? b.rows : s.rows;
 #if defined(DSV4H_MUTANT_META_PADDING_ITEM)
-  const uint32_t n = a.rows_read_on_host < copyable ? a.rows_read_on_host : copyable;
+  const uint32_t n = a.rows_read_on_host < s.rows && a.rows_read_on_host < b.rows ? a.rows_read_on_host
+                                                                                   : (b.rows < s.rows ? b.rows : s.rows);
 #elif defined(DSV4H_MUTANT_META_FULL_SHAPE_COPY)
-  const uint32_t n = copyable;  // every staging row
+  const uint32_t n = b.rows < s.rows ? b.rows : s.rows;  // every staging row
 #else
   const uint32_t n = row.real_rows < b.rows ? row.real_rows : b.rows;
-  (void)copyable;
 #endif
 #if defined(DSV4H_MUTANT_META_ROW0_BROADCAST)
   if (n == 1 && index > 0 && index < b.rows) {  // then real_rows is 1: this block builds no row
