@@ -10,7 +10,8 @@
 namespace dsv4h {
 
 // n / d as (n * multiplier) >> shift, exact for every n < 2^31 (multiplier = ceil(2^shift / d),
-// shift = 31 + ceil(log2 d): the rounding error times n stays below 2^shift / d).
+// shift = 31 + ceil(log2 d): the rounding error times n stays below 2^shift / d), for d in [1, 2^31]:
+// callers check d >= 1.
 struct Divider {
   uint32_t multiplier, shift;
 };

@@ -130,7 +130,7 @@ Gather checked(const KvPoolBuffer& pool, int layer, const int32_t* slots, int64_
   kv_require(pool.tokens_per_page > 0 && pool.page_bytes >= pool.tokens_per_page * entry_bytes && pool.page_bytes % align == 0,
              "gather: page_bytes " + std::to_string(pool.page_bytes) + " does not fit the page format (a multiple of " +
                  std::to_string(align) + " bytes holding every entry)");
-  kv_require(pool.slots() <= INT32_MAX, "gather: more than 2^31 slots in the pool");
+  kv_require(pool.slots() <= INT32_MAX && pool.tokens_per_page <= INT32_MAX, "gather: more than 2^31 slots or tokens a page in the pool");
   kv_require(reinterpret_cast<uintptr_t>(pool.base) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0,
              "gather: the pool and the output must be 16-byte aligned");
   return Gather{pool.base + layer * pool.layer_bytes(), pool.tokens_per_page, pool.page_bytes, pool.slots(),

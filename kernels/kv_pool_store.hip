@@ -160,7 +160,7 @@ void check_pool(const KvPoolBuffer& pool, int layer, int64_t entry_bytes, const 
                  std::to_string(pool.tokens_per_page) + " entries");
   const int64_t align = entry_bytes == 132 ? 8 : 16;  // the widest store into a page
   kv_require(pool.page_bytes % align == 0, n + " pool: page_bytes must be a multiple of " + std::to_string(align));
-  kv_require(pool.slots() <= INT32_MAX, n + " pool: more than 2^31 slots");
+  kv_require(pool.slots() <= INT32_MAX && pool.tokens_per_page <= INT32_MAX, n + " pool: more than 2^31 slots or tokens a page");
 }
 
 StorePart part(const KvPoolBuffer& pool, int layer, const int32_t* locs, const uint16_t* rows) {
