@@ -51,7 +51,7 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kPagesPerThread = 4;  // page starts a thread reads in one round trip
 constexpr int32_t kPage = 256;
 constexpr int32_t kWindow = 128;
-constexpr int64_t kMaxWidth = int64_t{1} << 24;
+constexpr int64_t kMaxSize = int64_t{1} << 24;  // widths, tokens per request and topk: 32-bit products stay exact
 
 // The fields of AttnMetadataBuffers, in its order.
 enum Field : int {
@@ -214,26 +214,32 @@ __device__ __forceinline__ void read_pages(const UpdateKernelArgs& a, int32_t re
   }
 }
 
+// Where a built row goes: staging row `row` and/or buffer row `row`.
+struct RowSink {
+  const Set& s;
+  const Set& b;
+  uint32_t row;
+  bool to_staging, to_buffers;
+};
+
 // Lane 0 of warp w stores scalars [3w, 3w + 3) of row `row`: the branch is uniform in each warp.
 template <int First>
-__device__ __forceinline__ void put_scalars_from(const Set& s, const Set& b, uint32_t row, bool to_staging,
-                                                 bool to_buffers, const int32_t (&value)[kScalars]) {
+__device__ __forceinline__ void put_scalars_from(const RowSink& o, const int32_t (&value)[kScalars]) {
 #pragma unroll
   for (int i = First; i < First + kScalarsPerWarp; ++i) {
-    if (to_staging) s.field[scalar_field(i)][row] = value[i];
-    if (to_buffers) b.field[scalar_field(i)][row] = value[i];
+    if (o.to_staging) o.s.field[scalar_field(i)][o.row] = value[i];
+    if (o.to_buffers) o.b.field[scalar_field(i)][o.row] = value[i];
   }
 }
 
-__device__ __forceinline__ void put_scalars(const Set& s, const Set& b, uint32_t row, bool to_staging,
-                                            bool to_buffers, const int32_t (&value)[kScalars]) {
+__device__ __forceinline__ void put_scalars(const RowSink& o, const int32_t (&value)[kScalars]) {
   static_assert(kWarps == 4 && kScalarsPerWarp == 3, "the switch below gives each warp three scalars");
   if (threadIdx.x % 32 != 0) return;
   switch (threadIdx.x / 32) {
-    case 0: put_scalars_from<0>(s, b, row, to_staging, to_buffers, value); break;
-    case 1: put_scalars_from<3>(s, b, row, to_staging, to_buffers, value); break;
-    case 2: put_scalars_from<6>(s, b, row, to_staging, to_buffers, value); break;
-    default: put_scalars_from<9>(s, b, row, to_staging, to_buffers, value); break;
+    case 0: put_scalars_from<0>(o, value); break;
+    case 1: put_scalars_from<3>(o, value); break;
+    case 2: put_scalars_from<6>(o, value); break;
+    default: put_scalars_from<9>(o, value); break;
   }
 }
 
@@ -246,14 +252,6 @@ __device__ __forceinline__ void fill_row(int32_t* row, uint32_t cols, bool align
     for (uint32_t c = threadIdx.x; c < cols; c += kThreads) row[c] = value;
   }
 }
-
-// Where a built row goes: staging row `row` and/or buffer row `row`.
-struct RowSink {
-  const Set& s;
-  const Set& b;
-  uint32_t row;
-  bool to_staging, to_buffers;
-};
 
 // page_table column c and c128_page_indices columns 2c, 2c + 1 of the thread's page starts.
 __device__ __forceinline__ void put_pages(const RowSink& o, int32_t L, uint32_t first,
@@ -306,7 +304,7 @@ __device__ __forceinline__ void build_row(const UpdateKernelArgs& a, const Row& 
                                      L % 128 == 0 ? row.raw / 128 : 0,
                                      p & ~127,
                                      L / 128 > 1 ? L / 128 : 1};
-  put_scalars(o.s, o.b, o.row, o.to_staging, o.to_buffers, scalars);
+  put_scalars(o, scalars);
   // Round trip 3.
   const int32_t swa = swa_full >= 0 ? a.full_to_swa[swa_full] : -1;
   // Under it: the page starts' columns and the sparse indices (none yet: -1).
@@ -327,7 +325,7 @@ __device__ __forceinline__ void build_row(const UpdateKernelArgs& a, const Row& 
 // the mutants that leave the tail rows.
 [[maybe_unused]] __device__ __forceinline__ void pad_row(const Set& b, uint32_t row) {
   constexpr int32_t padding[kScalars] = {0, 1, 0, 1, 0, 0, 0, 1, 1, 0, 0, 1};
-  put_scalars(b, b, row, false, true, padding);
+  put_scalars(RowSink{b, b, row, false, true}, padding);
   row_of(b, kSwaPageIndices, row)[threadIdx.x] = -1;
   fill_row(row_of(b, kC4SparsePageIndices, row), b.index_topk, b.aligned >> kC4SparsePageIndices & 1, -1);
   fill_row(row_of(b, kC128PageIndices, row), b.c128_cols, b.aligned >> kC128PageIndices & 1, -1);
@@ -337,8 +335,7 @@ __device__ __forceinline__ void build_row(const UpdateKernelArgs& a, const Row& 
 // The padding in the columns of buffer row `row` beyond the narrower staging fields.
 __device__ __forceinline__ void pad_extra_columns(const Set& b, const Set& s, uint32_t row) {
   const auto pad = [&](Field f, int32_t value) {
-    int32_t* const to = row_of(b, f, row);
-    for (uint32_t c = cols_of(s, f) + threadIdx.x; c < cols_of(b, f); c += kThreads) to[c] = value;
+    fill_row(row_of(b, f, row) + cols_of(s, f), cols_of(b, f) - cols_of(s, f), false, value);
   };
   if (s.index_topk < b.index_topk) pad(kC4SparsePageIndices, -1);
   if (s.c128_cols < b.c128_cols) pad(kC128PageIndices, -1);
@@ -416,7 +413,7 @@ void require(bool ok, const std::string& message) {
 Set set_of(const AttnMetadataBuffers& b, const std::string& which) {
   require(b.rows >= 0 && b.rows <= (int64_t{1} << 24), which + ".rows must be in [0, 2^24], got " + std::to_string(b.rows));
   require(b.page_cols >= 0 && b.c128_cols >= 0 && b.index_topk >= 0, which + ": widths must be >= 0");
-  require(b.page_cols <= kMaxWidth && b.c128_cols <= kMaxWidth && b.index_topk <= kMaxWidth,
+  require(b.page_cols <= kMaxSize && b.c128_cols <= kMaxSize && b.index_topk <= kMaxSize,
           which + ": widths must be <= 2^24 (page_cols " + std::to_string(b.page_cols) + ", c128_cols " +
               std::to_string(b.c128_cols) + ", index_topk " + std::to_string(b.index_topk) + ")");
   Set s{{b.page_table, b.raw_out_loc, b.seq_lens_casual, b.positions_casual, b.swa_page_indices, b.swa_topk_lengths,
@@ -452,11 +449,11 @@ void launch_attn_metadata_update(const AttnMetadataUpdateArgs& args, hipStream_t
               args.ctx <= int32_max && args.full_slots <= int32_max,
           name + "pool, ctx and full_slots must be in [1, 2^31 - 1]");
   require(args.max_reqs >= 0 && args.max_reqs <= int32_max, name + "max_reqs must be in [0, 2^31 - 1]");
-  require(args.tokens_per_request >= 0 && args.tokens_per_request <= kMaxWidth,
+  require(args.tokens_per_request >= 0 && args.tokens_per_request <= kMaxSize,
           name + "tokens_per_request must be in [0, 2^24] (0 = from extend_lens), got " +
               std::to_string(args.tokens_per_request));
   require(args.row_repeat >= 1, name + "row_repeat (topk) must be >= 1, got " + std::to_string(args.row_repeat));
-  require(args.row_repeat <= kMaxWidth, name + "row_repeat (topk) must be <= 2^24, got " + std::to_string(args.row_repeat));
+  require(args.row_repeat <= kMaxSize, name + "row_repeat (topk) must be <= 2^24, got " + std::to_string(args.row_repeat));
   require(int64_t{kPage} * (args.staging.page_cols - 1) < args.ctx,
           name + "staging.page_cols " + std::to_string(args.staging.page_cols) + " reach beyond ctx " + std::to_string(args.ctx));
   // An empty batch (max_reqs 0) has empty per-request arrays, which the allocator may give as null.
