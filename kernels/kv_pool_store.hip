@@ -5,6 +5,7 @@
 // Mutants: DSV4H_MUTANT_POOL_CACHED_LOC (the SWA translation cached in the pool when layer 0
 // stores and reused by every later store, review finding 5), DSV4H_MUTANT_POOL_SCALE_ROUND_DOWN
 // (kv_pool_fp8.h), DSV4H_MUTANT_NOOP (nothing written).
+#include <cstddef>
 #include <string>
 
 #include "kv_pool.h"
@@ -28,23 +29,28 @@ constexpr int kBulkSteps = 4;
 // layer's three parts take up to about two waves there. Measured on the H200 at 1-256 tokens only.
 constexpr int64_t kBulkTokens = 4096;
 
-// One pool layer a store writes into, and the rows and locations it writes (those first: a
-// decode-size store's chain starts with them, and kernel parameters are read in 64-byte lines).
+// One pool layer a store writes into, and the rows and locations it writes (the wrappers check
+// that every size fits 32 bits: slots and tokens below 2^31).
 struct StorePart {
   const int32_t* locs;
   const uint16_t* rows;  // [tokens, 512] latents or [tokens, 128] keys
   uint8_t* layer_base;
-  int64_t tokens_per_page, page_bytes, slots;
   Divider by_page;  // tokens_per_page
+  uint32_t tokens_per_page, page_bytes, slots;
 };
 
 // A layer's whole store in one launch: blocks [0, swa_blocks) store the latents into swa, the next
 // compressed_blocks the compressor's entries into c4 or c128, the last indexer_blocks the keys.
 // The branch is uniform per block, so the shared-memory exchange inside each part is safe.
+// Kernel parameters are read through the constant cache in 64-byte lines, each line's first read
+// a miss that stalls the warp: the counts and the SWA part (every layer's, and a decode step's
+// whole chain) fill line 0, so that a ratio-0 store's chain waits on no parameter line after its
+// first round trip.
 struct LayerStore {
-  int64_t tokens, swa_blocks, compressed_blocks, indexer_blocks;
+  uint32_t tokens, swa_blocks, compressed_blocks, indexer_blocks;
   StorePart swa, compressed, indexer;
 };
+static_assert(offsetof(LayerStore, swa) + sizeof(StorePart) <= 64, "the SWA part fills parameter line 0");
 
 // A group's rows and their 16-byte slices: every location and every row load of the block issued
 // at once (the rows do not wait for their locations), so that a block has kSteps tokens a group
@@ -89,9 +95,9 @@ __device__ __forceinline__ void store_model1(const StorePart& a, int64_t tokens,
   for (int i = 0; i < kSteps; ++i) tile_amax[i] = max_over_lanes(amax8(in[i]), 8);
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
-    if (!(slot[i] > 0 && slot[i] < a.slots)) continue;
-    const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.by_page, static_cast<uint32_t>(a.tokens_per_page));
-    uint8_t* entry = a.layer_base + place.page * a.page_bytes + place.entry * 576;
+    if (!(slot[i] > 0 && static_cast<uint32_t>(slot[i]) < a.slots)) continue;
+    const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.by_page, a.tokens_per_page);
+    uint8_t* entry = a.layer_base + size_t{place.page} * a.page_bytes + place.entry * 576;
     if (t < 56) {
       const int e = kv_fp8::scale_exponent(tile_amax[i], -13);
       *reinterpret_cast<uint2*>(entry + t * 8) = kv_fp8::bf16x8_to_fp8x8(in[i], e);
@@ -104,13 +110,13 @@ __device__ __forceinline__ void store_model1(const StorePart& a, int64_t tokens,
   int32_t scale_slot = 0;  // slot[t], selected without indexing the array (which would put it in memory)
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) scale_slot = t == i ? slot[i] : scale_slot;
-  if (t < kSteps && scale_slot > 0 && scale_slot < a.slots) {
+  if (t < kSteps && scale_slot > 0 && static_cast<uint32_t>(scale_slot) < a.slots) {
     const uint8_t* x = exponents[t][group];
     const uint32_t lo = x[0] | (x[1] << 8) | (x[2] << 16) | (static_cast<uint32_t>(x[3]) << 24);
     const uint32_t hi = x[4] | (x[5] << 8) | (x[6] << 16);
-    const kv_fp8::SlotPlace place = kv_fp8::place_of(scale_slot, a.by_page, static_cast<uint32_t>(a.tokens_per_page));
-    uint8_t* page = a.layer_base + place.page * a.page_bytes;
-    *reinterpret_cast<uint2*>(page + a.tokens_per_page * 576 + place.entry * 8) = make_uint2(lo, hi);
+    const kv_fp8::SlotPlace place = kv_fp8::place_of(scale_slot, a.by_page, a.tokens_per_page);
+    uint8_t* page = a.layer_base + size_t{place.page} * a.page_bytes;
+    *reinterpret_cast<uint2*>(page + size_t{a.tokens_per_page} * 576 + place.entry * 8) = make_uint2(lo, hi);
   }
 }
 
@@ -127,13 +133,13 @@ __device__ __forceinline__ void store_indexer(const StorePart& a, int64_t tokens
   for (int i = 0; i < kSteps; ++i) entry_amax[i] = max_over_lanes(amax8(in[i]), kIndexerThreadsPerEntry);
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
-    if (!(slot[i] > 0 && slot[i] < a.slots)) continue;
+    if (!(slot[i] > 0 && static_cast<uint32_t>(slot[i]) < a.slots)) continue;
     const int e = kv_fp8::scale_exponent(entry_amax[i], -22);
-    const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.by_page, static_cast<uint32_t>(a.tokens_per_page));
-    uint8_t* page = a.layer_base + place.page * a.page_bytes;
+    const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.by_page, a.tokens_per_page);
+    uint8_t* page = a.layer_base + size_t{place.page} * a.page_bytes;
     const int64_t entry = place.entry;
     *reinterpret_cast<uint2*>(page + entry * 128 + t * 8) = kv_fp8::bf16x8_to_fp8x8(in[i], e);
-    if (t == 0) *reinterpret_cast<float*>(page + a.tokens_per_page * 128 + entry * 4) = ldexpf(1.f, e);
+    if (t == 0) *reinterpret_cast<float*>(page + size_t{a.tokens_per_page} * 128 + entry * 4) = ldexpf(1.f, e);
   }
 }
 
@@ -161,11 +167,13 @@ void check_pool(const KvPoolBuffer& pool, int layer, int64_t entry_bytes, const 
   const int64_t align = entry_bytes == 132 ? 8 : 16;  // the widest store into a page
   kv_require(pool.page_bytes % align == 0, n + " pool: page_bytes must be a multiple of " + std::to_string(align));
   kv_require(pool.slots() <= INT32_MAX && pool.tokens_per_page <= INT32_MAX, n + " pool: more than 2^31 slots or tokens a page");
+  kv_require(pool.page_bytes <= UINT32_MAX, n + " pool: page_bytes " + std::to_string(pool.page_bytes) + " above 2^32 - 1");
 }
 
 StorePart part(const KvPoolBuffer& pool, int layer, const int32_t* locs, const uint16_t* rows) {
-  return StorePart{locs, rows, pool.base + layer * pool.layer_bytes(), pool.tokens_per_page, pool.page_bytes, pool.slots(),
-                   divider_for(static_cast<uint32_t>(pool.tokens_per_page))};
+  return StorePart{locs, rows, pool.base + layer * pool.layer_bytes(), divider_for(static_cast<uint32_t>(pool.tokens_per_page)),
+                   static_cast<uint32_t>(pool.tokens_per_page), static_cast<uint32_t>(pool.page_bytes),
+                   static_cast<uint32_t>(pool.slots())};
 }
 
 // Every check before the first launch, so that a bad argument leaves the pool untouched.
@@ -194,11 +202,14 @@ void check_layer(const KvPoolSet& pools, const KvStepLocations& step, const KvLa
 template <int kSteps>
 void launch_store(LayerStore a, const KvStepLocations& step, int ratio, hipStream_t stream) {
   const int64_t model1_per_block = kModel1Groups * kSteps, indexer_per_block = kIndexerGroups * kSteps;
-  a.swa_blocks = (step.tokens + model1_per_block - 1) / model1_per_block;
-  if (ratio == 4 || ratio == 128) a.compressed_blocks = a.swa_blocks;
-  if (ratio == 4) a.indexer_blocks = (step.tokens + indexer_per_block - 1) / indexer_per_block;
-  const int64_t blocks = a.swa_blocks + a.compressed_blocks + a.indexer_blocks;
+  const int64_t swa_blocks = (step.tokens + model1_per_block - 1) / model1_per_block;
+  const int64_t compressed_blocks = ratio == 4 || ratio == 128 ? swa_blocks : 0;
+  const int64_t indexer_blocks = ratio == 4 ? (step.tokens + indexer_per_block - 1) / indexer_per_block : 0;
+  const int64_t blocks = swa_blocks + compressed_blocks + indexer_blocks;
   kv_require(blocks <= INT32_MAX, "tokens " + std::to_string(step.tokens) + " need more than 2^31 blocks");
+  a.swa_blocks = static_cast<uint32_t>(swa_blocks);
+  a.compressed_blocks = static_cast<uint32_t>(compressed_blocks);
+  a.indexer_blocks = static_cast<uint32_t>(indexer_blocks);
   kv_store_layer<kSteps><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
   DSV4H_LAUNCH_CHECK("kv_store_layer");
 }
@@ -207,7 +218,7 @@ void launch_store(LayerStore a, const KvStepLocations& step, int ratio, hipStrea
 
 void launch_kv_store_layer(const KvPoolSet& pools, const KvStepLocations& step, const KvLayerStore& layer,
                            hipStream_t stream) {
-  kv_require(step.tokens >= 0, "tokens must be >= 0, got " + std::to_string(step.tokens));
+  kv_require(step.tokens >= 0 && step.tokens <= INT32_MAX, "tokens must be in [0, 2^31 - 1], got " + std::to_string(step.tokens));
   check_layer(pools, step, layer);
   if (step.tokens == 0) return;
 #if defined(DSV4H_MUTANT_POOL_CACHED_LOC)
@@ -219,7 +230,7 @@ void launch_kv_store_layer(const KvPoolSet& pools, const KvStepLocations& step, 
   const int32_t* swa_loc = step.swa_out_loc;
 #endif
   LayerStore a{};
-  a.tokens = step.tokens;
+  a.tokens = static_cast<uint32_t>(step.tokens);
   a.swa = part(pools.swa, layer.swa_layer, swa_loc, layer.kv);
   if (layer.ratio == 4) {
     a.compressed = part(pools.c4, layer.compressed_layer, step.c4_out_loc, layer.compressed_kv);
