@@ -24,7 +24,7 @@ constexpr int kIndexerGroups = kThreads / kIndexerThreadsPerEntry;
 // kBulkSteps where the grid fills the device anyway (fewer, fuller blocks), one where it would not
 // (a decode's few tokens spread over more blocks, each thread's chain of work one token long).
 constexpr int kBulkSteps = 4;
-// Below kBulkTokens a ratio-0 layer's grid of 1-step blocks (4 MODEL1 tokens each; 29 registers a
+// Below kBulkTokens a ratio-0 layer's grid of 1-step blocks (4 MODEL1 tokens each; 30 registers a
 // thread, so 8 blocks an SM) stays within one wave of the H200 (132 SMs: 4224 tokens); a ratio-4
 // layer's three parts take up to about two waves there. Measured on the H200 at 1-256 tokens only.
 constexpr int64_t kBulkTokens = 4096;
@@ -41,7 +41,6 @@ struct StorePart {
 
 // A layer's whole store in one launch: blocks [0, swa_blocks) store the latents into swa, the next
 // compressed_blocks the compressor's entries into c4 or c128, the last indexer_blocks the keys.
-// The branch is uniform per block, so the shared-memory exchange inside each part is safe.
 // Kernel parameters are read through the constant cache in 64-byte lines, each line's first read
 // a miss that stalls the warp: the counts and the SWA part (every layer's, and a decode step's
 // whole chain) fill line 0, so that a ratio-0 store's chain waits on no parameter line after its
@@ -77,46 +76,40 @@ __device__ __forceinline__ float amax8(uint4 in) {
 }
 
 // A MODEL1 token is 64 threads: each holds 16 B, the 8 threads of a 64-dim tile agree on its amax
-// through lane exchanges, and each writes its 8 fp8 codes as one 8-byte store; the tiles' exponents
-// meet in shared memory (a token spans two warps), and thread i of the group writes the 8 scale
-// bytes (7 exponents and the zero pad) of its step i in one store. Rows
-// whose location is 0 or -1 (and slots outside the pool, which the harness rejects before
-// launching) store nothing.
+// through lane exchanges, and each writes its 8 fp8 codes as one 8-byte store. The scale bytes
+// (7 exponents and the zero pad) are two 4-byte words, one per 32 threads (tiles 0-3, then 4-6 and
+// the pad), gathered by lane exchanges and stored by the first thread of the 32: no shared memory
+// and no barrier on a decode store's chain. Rows whose location is 0 or -1 (and slots outside the
+// pool, which the harness rejects before launching) store nothing.
 template <int kSteps>
-__device__ __forceinline__ void store_model1(const StorePart& a, int64_t tokens, int64_t block,
-                                             uint8_t (*exponents)[kModel1Groups][8]) {
-  const int group = threadIdx.x / kModel1ThreadsPerToken, t = threadIdx.x % kModel1ThreadsPerToken;
+__device__ __forceinline__ void store_model1(const StorePart& a, int64_t tokens, int64_t block) {
+  const int t = threadIdx.x % kModel1ThreadsPerToken;
   int64_t row[kSteps];
   int32_t slot[kSteps];
   uint4 in[kSteps];
   load_rows<kSteps, kModel1Groups, kModel1ThreadsPerToken, 512>(a, tokens, block, row, slot, in);
-  float tile_amax[kSteps];  // every lane of the warp takes part in the exchange, before any branch
+  int exponent[kSteps];
+  uint32_t scale_word[kSteps];  // every lane of the warp takes part in the exchanges, before any branch
 #pragma unroll
-  for (int i = 0; i < kSteps; ++i) tile_amax[i] = max_over_lanes(amax8(in[i]), 8);
+  for (int i = 0; i < kSteps; ++i) {
+    exponent[i] = kv_fp8::scale_exponent(max_over_lanes(amax8(in[i]), 8), -13);
+    const uint32_t byte = t < 56 ? static_cast<uint32_t>(exponent[i] + 127) : 0u;  // rope threads: the pad
+    scale_word[i] = byte | from_lane_above(byte, 8, 32) << 8 | from_lane_above(byte, 16, 32) << 16 |
+                    from_lane_above(byte, 24, 32) << 24;
+  }
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     if (!(slot[i] > 0 && static_cast<uint32_t>(slot[i]) < a.slots)) continue;
     const kv_fp8::SlotPlace place = kv_fp8::place_of(slot[i], a.by_page, a.tokens_per_page);
-    uint8_t* entry = a.layer_base + size_t{place.page} * a.page_bytes + place.entry * 576;
+    uint8_t* page = a.layer_base + size_t{place.page} * a.page_bytes;
+    uint8_t* entry = page + place.entry * 576;
     if (t < 56) {
-      const int e = kv_fp8::scale_exponent(tile_amax[i], -13);
-      *reinterpret_cast<uint2*>(entry + t * 8) = kv_fp8::bf16x8_to_fp8x8(in[i], e);
-      if (t % 8 == 0) exponents[i][group][t / 8] = static_cast<uint8_t>(e + 127);
+      *reinterpret_cast<uint2*>(entry + t * 8) = kv_fp8::bf16x8_to_fp8x8(in[i], exponent[i]);
     } else {
       *reinterpret_cast<uint4*>(entry + 448 + (t - 56) * 16) = in[i];  // rope, as it is
     }
-  }
-  __syncthreads();
-  int32_t scale_slot = 0;  // slot[t], selected without indexing the array (which would put it in memory)
-#pragma unroll
-  for (int i = 0; i < kSteps; ++i) scale_slot = t == i ? slot[i] : scale_slot;
-  if (t < kSteps && scale_slot > 0 && static_cast<uint32_t>(scale_slot) < a.slots) {
-    const uint8_t* x = exponents[t][group];
-    const uint32_t lo = x[0] | (x[1] << 8) | (x[2] << 16) | (static_cast<uint32_t>(x[3]) << 24);
-    const uint32_t hi = x[4] | (x[5] << 8) | (x[6] << 16);
-    const kv_fp8::SlotPlace place = kv_fp8::place_of(scale_slot, a.by_page, a.tokens_per_page);
-    uint8_t* page = a.layer_base + size_t{place.page} * a.page_bytes;
-    *reinterpret_cast<uint2*>(page + size_t{a.tokens_per_page} * 576 + place.entry * 8) = make_uint2(lo, hi);
+    if (t % 32 == 0)
+      *reinterpret_cast<uint32_t*>(page + size_t{a.tokens_per_page} * 576 + place.entry * 8 + t / 8) = scale_word[i];
   }
 }
 
@@ -148,11 +141,10 @@ __global__ void __launch_bounds__(kThreads) kv_store_layer(LayerStore a) {
 #if defined(DSV4H_MUTANT_NOOP)
   if (a.tokens >= 0) return;
 #endif
-  __shared__ uint8_t exponents[kSteps][kModel1Groups][8];
   int64_t block = blockIdx.x;
-  if (block < a.swa_blocks) return store_model1<kSteps>(a.swa, a.tokens, block, exponents);
+  if (block < a.swa_blocks) return store_model1<kSteps>(a.swa, a.tokens, block);
   block -= a.swa_blocks;
-  if (block < a.compressed_blocks) return store_model1<kSteps>(a.compressed, a.tokens, block, exponents);
+  if (block < a.compressed_blocks) return store_model1<kSteps>(a.compressed, a.tokens, block);
   store_indexer<kSteps>(a.indexer, a.tokens, block - a.compressed_blocks);
 }
 
@@ -193,12 +185,10 @@ void check_layer(const KvPoolSet& pools, const KvStepLocations& step, const KvLa
   }
 }
 
-
 // Grid: one block of 256 threads per 4 x kSteps tokens of each MODEL1 part and per 16 x kSteps
 // indexer entries, every thread moving kSteps x 16 B of input, all parts of the layer in one launch (a
 // decode step's layer is one small launch, not three); a prefill has enough blocks to fill the
-// device many times over, with no grid-stride loop, which keeps the shared-memory exchange per
-// token simple.
+// device many times over, so there is no grid-stride loop.
 template <int kSteps>
 void launch_store(LayerStore a, const KvStepLocations& step, int ratio, hipStream_t stream) {
   const int64_t model1_per_block = kModel1Groups * kSteps, indexer_per_block = kIndexerGroups * kSteps;
