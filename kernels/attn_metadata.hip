@@ -22,13 +22,11 @@
 //   rows beyond the real ones get the padding (16-byte stores where the host found a field's rows
 //   aligned).
 //
-// One block of 256 threads per row of the larger set. Thread k < 128 (the SWA window) computes
-// column k of swa_page_indices, and every thread reads req_to_token at the page starts 256 c,
-// c = k, k + 256 (two a round trip): that one value gives page_table column c and
-// c128_page_indices columns 2c and 2c + 1. 256 threads, not 128, because a block's warps are its
-// only latency hiding: at ctx 131072 (512 page starts) each thread's stores are half as many.
-// Rows are few (bs x tokens per request) and independent, so a block per row fills the device;
-// the real counts are read on the device, so the grid is the bucket's, fixed at capture.
+// One block of 128 threads per row of the larger set: 128 is the SWA window, so thread k computes
+// column k of swa_page_indices, and it reads req_to_token at the page starts 256 c, c = k, k + 128,
+// ... (four a round trip): that one value gives page_table column c and c128_page_indices columns
+// 2c and 2c + 1. Rows are few (bs x tokens per request) and independent, so a block per row fills
+// the device; the real counts are read on the device, so the grid is the bucket's, fixed at capture.
 // In decode and target verify (tokens per request fixed) a row's request is known without the
 // count, and the count only decides where the row goes; prefill finds it by a scan of extend_lens.
 //
@@ -49,11 +47,11 @@
 namespace dsv4h {
 namespace {
 
+constexpr int kThreads = 128;       // a thread per SWA column
+constexpr int kWarps = kThreads / 32;
+constexpr int kPagesPerThread = 4;  // page starts a thread reads in one round trip
 constexpr int32_t kPage = 256;
 constexpr int32_t kWindow = 128;
-constexpr int kThreads = 256;       // threads [0, kWindow) also compute a SWA column each
-constexpr int kPagesPerThread = 2;  // page starts a thread reads in one round trip
-static_assert(kThreads >= kWindow && kThreads % 32 == 0, "a thread per SWA column, whole warps");
 constexpr int64_t kMaxSize = int64_t{1} << 24;  // widths, tokens per request and topk: 32-bit products stay exact
 
 // The fields of AttnMetadataBuffers, in its order.
@@ -65,7 +63,7 @@ enum Field : int {
 
 // The twelve fields of one value a row, in the order of their values below.
 constexpr int kScalars = 12;
-constexpr int kScalarsPerWarp = 3;  // stored by lane 0 of warps 0-3
+constexpr int kScalarsPerWarp = kScalars / kWarps;
 __host__ __device__ constexpr Field scalar_field(int i) {
   constexpr Field fields[kScalars] = {kRawOutLoc,   kSeqLens,      kPositions,    kSwaTopkLengths,
                                       kC4OutLoc,    kC4Positions,  kC4TopkRaw,    kC4TopkClamp1,
@@ -257,14 +255,13 @@ __device__ __forceinline__ void put_scalars_from(const RowSink& o, const int32_t
 }
 
 __device__ __forceinline__ void put_scalars(const RowSink& o, const int32_t (&value)[kScalars]) {
-  static_assert(kScalars == 4 * kScalarsPerWarp && kThreads >= 4 * 32, "the switch below gives warps 0-3 three scalars each");
+  static_assert(kWarps == 4 && kScalarsPerWarp == 3, "the switch below gives each warp three scalars");
   if (threadIdx.x % 32 != 0) return;
   switch (threadIdx.x / 32) {
     case 0: put_scalars_from<0>(o, value); break;
     case 1: put_scalars_from<3>(o, value); break;
     case 2: put_scalars_from<6>(o, value); break;
-    case 3: put_scalars_from<9>(o, value); break;
-    default: break;
+    default: put_scalars_from<9>(o, value); break;
   }
 }
 
@@ -322,7 +319,7 @@ __device__ __forceinline__ void build_row(const UpdateKernelArgs& a, const Row& 
   const uint32_t k = threadIdx.x;
   const int32_t L = row.L, p = L - 1;
   // Round trip 2.
-  const int32_t swa_full = k < kWindow ? full_slot(a, row.req, static_cast<uint32_t>(L) - 1 - k) : -1;
+  const int32_t swa_full = full_slot(a, row.req, static_cast<uint32_t>(L) - 1 - k);
   int32_t slots[kPagesPerThread];
   read_pages(a, row.req, 0, slots);
   // Under it: the one-value fields, from round trip 1's values.
@@ -353,7 +350,6 @@ __device__ __forceinline__ void build_row(const UpdateKernelArgs& a, const Row& 
     read_pages(a, row.req, first, slots);
     put_pages(o, L, first, slots);
   }
-  if (k >= kWindow) return;
   if (o.to_staging) row_of(o.s, kSwaPageIndices, o.row)[k] = swa;
   if (o.to_buffers) row_of(o.b, kSwaPageIndices, o.row)[k] = swa;
 }
@@ -363,7 +359,7 @@ __device__ __forceinline__ void build_row(const UpdateKernelArgs& a, const Row& 
 [[maybe_unused]] __device__ __forceinline__ void pad_row(const Set& b, uint32_t row) {
   constexpr int32_t padding[kScalars] = {0, 1, 0, 1, 0, 0, 0, 1, 1, 0, 0, 1};
   put_scalars(RowSink{b, b, row, false, true}, padding);
-  if (threadIdx.x < kWindow) row_of(b, kSwaPageIndices, row)[threadIdx.x] = -1;
+  row_of(b, kSwaPageIndices, row)[threadIdx.x] = -1;
   fill_row(row_of(b, kC4SparsePageIndices, row), b.index_topk, b.aligned >> kC4SparsePageIndices & 1, -1);
   fill_row(row_of(b, kC128PageIndices, row), b.c128_cols, b.aligned >> kC128PageIndices & 1, -1);
   fill_row(row_of(b, kPageTable, row), b.page_cols, b.aligned >> kPageTable & 1, 0);  // page 0: the write sink
@@ -434,7 +430,7 @@ __global__ void __launch_bounds__(kThreads) attn_metadata_update(const UpdateKer
   pad_extra_columns(b, s, index);
 }
 
-__global__ void __launch_bounds__(kWindow) swa_gather(SwaGatherArgs a) {
+__global__ void __launch_bounds__(kThreads) swa_gather(SwaGatherArgs a) {
 #if defined(DSV4H_MUTANT_NOOP)
   if (a.rows >= 0) return;
 #endif
@@ -535,7 +531,7 @@ void launch_swa_gather(const SwaGatherArgs& args, hipStream_t stream) {
   require(args.swa_slots >= 1, "swa_gather: swa_slots must be >= 1");
   if (args.rows == 0) return;
   require(args.swa_page_indices && args.swa_topk_lengths && args.swa_kv && args.gathered, "swa_gather: null device pointer");
-  swa_gather<<<static_cast<unsigned>(args.rows), kWindow, 0, stream>>>(args);
+  swa_gather<<<static_cast<unsigned>(args.rows), kThreads, 0, stream>>>(args);
   DSV4H_LAUNCH_CHECK("swa_gather");
 }
 
