@@ -7,7 +7,8 @@
 // replays, device time): build then copy as two kernels took 5.8 us per replay at bs 1, one launch
 // 3.7 us, an empty kernel's graph 1.4; a 1-block launch of the 64-bit version issued 650
 // instructions a warp at ~6 cycles each, more than its three round trips cost. So (3.85 -> 3.09 us
-// at bs 1, 4.12 -> 3.32 at bs 64, decode at ctx 8192, both builds timed in one device call):
+// at bs 1, 4.12 -> 3.32 at bs 64, decode at ctx 8192, both builds timed in one device call; ncu
+// of this version at bs 1, ctx 131072: one block, about 470 instructions a warp at 7.4 cycles each):
 // - 32-bit arithmetic throughout (every size is checked on the host to fit), divisions by the
 //   step's topk and tokens per request as magic multiplications (divider.h), and the parameters
 //   that the first round trip needs together at the start of the kernel's parameters.
@@ -27,6 +28,8 @@
 // ... (four a round trip): that one value gives page_table column c and c128_page_indices columns
 // 2c and 2c + 1. Rows are few (bs x tokens per request) and independent, so a block per row fills
 // the device; the real counts are read on the device, so the grid is the bucket's, fixed at capture.
+// Blocks of 256 threads (two page starts each) and of 512 (one) were slower on the H200 at ctx 8192
+// and 131072 (bs 64 verify, ctx 131072: 4.1 -> 4.5 and 4.7 us; reports/gpu/*-e2d1856-*-partial.json).
 // In decode and target verify (tokens per request fixed) a row's request is known without the
 // count, and the count only decides where the row goes; prefill finds it by a scan of extend_lens.
 //
@@ -39,7 +42,6 @@
 // the tail rows as an earlier replay left them. NOOP does nothing.
 #include "attn_metadata.h"
 
-#include <cstddef>
 #include <string>
 
 #include "divider.h"
@@ -91,7 +93,7 @@ __device__ __forceinline__ int32_t* row_of(const Set& s, int f, uint32_t row) {
 }
 
 struct UpdateKernelArgs {
-  // What round trip 1 needs, first and together (kernel parameters are read in 64-byte lines).
+  // What round trip 1 needs, first and together: the first 64 bytes of the parameters.
   const int32_t* num_reqs;
   const int32_t* req_pool_indices;
   const int32_t* seq_lens;
@@ -114,27 +116,6 @@ struct UpdateKernelArgs {
   uint32_t rows_read_on_host;
 #endif
 };
-
-// Kernel parameters are read through the constant cache in 64-byte lines, each line's first read a
-// miss that stalls the warp. Round trip 1 needs only line 0; the later lines hold the sets' field
-// pointers, which the stores need only after round trips 1 and 2, each first read then one more
-// stall on the row's chain. An empty asm that takes one value of each later line at kernel start
-// makes all those reads at once, under round trip 1. NVIDIA only (its constraints are PTX's).
-#define DSV4H_LINE_OF(member) (offsetof(UpdateKernelArgs, member) / 64)
-static_assert(sizeof(UpdateKernelArgs) <= 7 * 64 && DSV4H_LINE_OF(req_to_token) == 1 &&
-                  DSV4H_LINE_OF(staging.field[4]) == 2 && DSV4H_LINE_OF(staging.rows) == 3 &&
-                  DSV4H_LINE_OF(buffers.field[2]) == 4 && DSV4H_LINE_OF(buffers.field[10]) == 5 &&
-                  DSV4H_LINE_OF(buffers.rows) == 6,
-              "warm_parameter_lines reads one value of each parameter line after the first");
-#undef DSV4H_LINE_OF
-__device__ __forceinline__ void warm_parameter_lines(const UpdateKernelArgs& a) {
-#if defined(DSV4H_GPU_NVIDIA)
-  asm volatile("" ::"l"(a.req_to_token), "l"(a.staging.field[4]), "r"(a.staging.rows), "l"(a.buffers.field[2]),
-               "l"(a.buffers.field[10]), "r"(a.buffers.rows));
-#else
-  (void)a;
-#endif
-}
 
 // Inclusive sum of `value` over the block's threads (Hillis-Steele in shared memory).
 __device__ int64_t block_inclusive_sum(int64_t value, int64_t* scratch) {
@@ -392,7 +373,6 @@ __global__ void __launch_bounds__(kThreads) attn_metadata_update(const UpdateKer
 #if defined(DSV4H_MUTANT_NOOP)
   if (a.max_reqs < UINT32_MAX) return;
 #endif
-  warm_parameter_lines(a);
   const Set& s = a.staging;
   const Set& b = a.buffers;
   const uint32_t index = blockIdx.x;

@@ -41,15 +41,13 @@ struct StorePart {
 
 // A layer's whole store in one launch: blocks [0, swa_blocks) store the latents into swa, the next
 // compressed_blocks the compressor's entries into c4 or c128, the last indexer_blocks the keys.
-// Kernel parameters are read through the constant cache in 64-byte lines, each line's first read
-// a miss that stalls the warp: the counts and the SWA part (every layer's, and a decode step's
-// whole chain) fill line 0, so that a ratio-0 store's chain waits on no parameter line after its
-// first round trip.
+// The counts and the SWA part (every layer's, and a decode step's whole chain) come first: a
+// ratio-0 store reads only the first 64 bytes of its parameters.
 struct LayerStore {
   uint32_t tokens, swa_blocks, compressed_blocks, indexer_blocks;
   StorePart swa, compressed, indexer;
 };
-static_assert(offsetof(LayerStore, swa) + sizeof(StorePart) <= 64, "the SWA part fills parameter line 0");
+static_assert(offsetof(LayerStore, swa) + sizeof(StorePart) <= 64, "the counts and the SWA part fill the first 64 bytes");
 
 // A group's rows and their 16-byte slices: every location and every row load of the block issued
 // at once (the rows do not wait for their locations), so that a block has kSteps tokens a group
@@ -79,7 +77,8 @@ __device__ __forceinline__ float amax8(uint4 in) {
 // through lane exchanges, and each writes its 8 fp8 codes as one 8-byte store. The scale bytes
 // (7 exponents and the zero pad) are two 4-byte words, one per 32 threads (tiles 0-3, then 4-6 and
 // the pad), gathered by lane exchanges and stored by the first thread of the 32: no shared memory
-// and no barrier on a decode store's chain. Rows whose location is 0 or -1 (and slots outside the
+// and no barrier on a decode store's chain (on the H200, 1 token: 2.01 -> 1.95 us, 256 tokens:
+// 2.45 -> 2.35, two rounds in one device call agreeing). Rows whose location is 0 or -1 (and slots outside the
 // pool, which the harness rejects before launching) store nothing.
 template <int kSteps>
 __device__ __forceinline__ void store_model1(const StorePart& a, int64_t tokens, int64_t block) {
