@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """ci/gpu-ab on fake benchmark binaries (no GPU): a change every round agrees on is called faster or
-slower; identical builds under a steady drift are "unclear", not a change; a failing run exits 1;
-bad usage (a missing binary, a single round) exits 2 naming what is wrong.
+slower; identical builds under a steady drift are "unclear", not a change; a failing run exits 1,
+a binary without a GPU 77; bad usage (a missing binary, a single round) exits 2 naming what is
+wrong.
 
 usage: check_gpu_ab.py
 """
@@ -17,13 +18,14 @@ GPU_AB = os.path.join(ROOT, "ci", "gpu-ab")
 
 # A stand-in for a Google Benchmark binary: three repetitions of each benchmark of times.json (its
 # folder's), in microseconds, plus `drift` times the number of runs so far of any fake (a counter
-# file shared by both builds: the machine drifting under both alike). Exit 3 if times.json says so.
+# file shared by both builds: the machine drifting under both alike). Exits with times.json's
+# "exit" when it gives one (3: a failure, 77: no GPU).
 FAKE = """#!/usr/bin/env python3
 import json, os, sys
 here = os.path.dirname(os.path.abspath(__file__))
 config = json.load(open(os.path.join(here, "times.json")))
-if config.get("fail"):
-    sys.exit(3)
+if config.get("exit"):
+    sys.exit(config["exit"])
 counter = os.path.join(here, "..", "runs")
 runs = int(open(counter).read()) if os.path.exists(counter) else 0
 open(counter, "w").write(str(runs + 1))
@@ -45,14 +47,14 @@ def fail(message):
     sys.exit(1)
 
 
-def make_build(folder, times, drift=0.0, failing=False):
+def make_build(folder, times, drift=0.0, exit_code=0):
     os.makedirs(folder)
     path = os.path.join(folder, "bench_fake")
     with open(path, "w") as f:
         f.write(FAKE)
     os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
     with open(os.path.join(folder, "times.json"), "w") as f:
-        json.dump({"times": times, "drift": drift, "fail": failing}, f)
+        json.dump({"times": times, "drift": drift, "exit": exit_code}, f)
 
 
 def run_ab(work, base, new, *extra):
@@ -87,10 +89,15 @@ def main():
         if proc.returncode != 0 or verdicts != {"BM_x": "unclear"}:
             fail(f"identical builds under drift: exit {proc.returncode}, verdicts {verdicts}: {proc.stdout}")
 
-        make_build(os.path.join(work, "c", "new"), {"BM_x": 3.0}, failing=True)
+        make_build(os.path.join(work, "c", "new"), {"BM_x": 3.0}, exit_code=3)
         proc, _ = run_ab(work, os.path.join(work, "b", "base"), os.path.join(work, "c", "new"))
         if proc.returncode != 1 or "exited 3" not in proc.stdout:
             fail(f"a failing run: expected exit 1 naming its exit code, got {proc.returncode}: {proc.stdout}")
+
+        make_build(os.path.join(work, "d", "new"), {"BM_x": 3.0}, exit_code=77)
+        proc, _ = run_ab(work, os.path.join(work, "b", "base"), os.path.join(work, "d", "new"))
+        if proc.returncode != 77 or "found no GPU" not in proc.stdout:
+            fail(f"a binary without a GPU: expected exit 77 saying so, got {proc.returncode}: {proc.stdout}")
 
         proc, _ = run_ab(work, os.path.join(work, "b", "base"), os.path.join(work, "missing"))
         if proc.returncode != 2 or "bench_fake is not an executable file" not in proc.stdout:
