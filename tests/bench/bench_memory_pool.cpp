@@ -11,7 +11,9 @@
 // the device-to-device copy bandwidth measured in this process and the fraction of it reached.
 // Stores of decode sizes (1 to 256 tokens) compare with the empty kernel timed the same way, and so
 // does a whole decode step (the translation, then one layer's store: two launches). Floors timed the
-// same way: one and two dependent loads and a store, and a device copy moving the same bytes.
+// same way: one and two dependent loads and a store, a device copy moving the same bytes, and at
+// the sizes of the bandwidth goals the store's and gather's bytes moved to and from the same slots
+// without the format's arithmetic (BM_kv_*_floor).
 // Without a GPU the binary says so and exits 77 (skipped).
 #include <benchmark/benchmark.h>
 
@@ -23,6 +25,7 @@
 #include "harness/gpu/device_tensor.h"
 #include "harness/random.h"
 #include "kernels/kv_pool.h"
+#include "kernels/kv_pool_floor.h"
 #include "reference/kv_cache_model1.h"
 
 namespace dsv4h {
@@ -159,6 +162,25 @@ void BM_empty_kernel_pool(benchmark::State& state) { time_empty_kernel(state, be
 void BM_dependent_loads_pool(benchmark::State& state) {
   time_dependent_loads(state, bench().stream, launches_per_sample(0), static_cast<int>(state.range(0)));
 }
+// The floors of the bandwidth goals in the benchmarks' own slot orders: the store's and the
+// gather's bytes between the same places, without the format's arithmetic (kv_pool_floor.h).
+void BM_kv_store_floor(benchmark::State& state) {
+  Bench& b = bench();
+  const int64_t n = state.range(0);
+  int32_t* const slots = slots_of(state);
+  time_sets(state, n, n * kBytesPerToken, [&](int64_t first) {
+    launch_kv_scatter_floor(b.pools.swa, static_cast<const uint16_t*>(b.latents.data()) + first * 512, slots + first, n,
+                            b.stream);
+  });
+}
+void BM_kv_gather_floor(benchmark::State& state) {
+  Bench& b = bench();
+  const int64_t n = state.range(0);
+  int32_t* const slots = slots_of(state);
+  time_sets(state, n, n * kBytesPerToken, [&](int64_t first) {
+    launch_kv_gather_floor(b.pools.swa, slots + first, n, static_cast<uint16_t*>(b.gathered.data()) + first * 512, b.stream);
+  });
+}
 void BM_copy_same_bytes_pool(benchmark::State& state) {
   Bench& b = bench();
   const double moved = static_cast<double>(state.range(0)) * kBytesPerToken;
@@ -176,6 +198,10 @@ BENCHMARK(BM_kv_store)->ArgNames({"tokens", "scatter"})->ArgsProduct({{1, 8, 64,
     ->ArgsProduct({{4096, 65536, 1 << 20}, {0, 1}})
     ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_kv_gather)->ArgNames({"tokens", "scatter"})->ArgsProduct({{256}, {1}})->ArgsProduct({{4096, 65536, 1 << 20}, {0, 1}})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
+BENCHMARK(BM_kv_store_floor)->ArgNames({"tokens", "scatter"})->ArgsProduct({{65536, 1 << 20}, {0, 1}})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
+BENCHMARK(BM_kv_gather_floor)->ArgNames({"tokens", "scatter"})->ArgsProduct({{65536, 1 << 20}, {0, 1}})
     ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_kv_step)->ArgName("tokens")->Arg(1)->Arg(8)->Arg(64)->Arg(256)
     ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);

@@ -1,14 +1,18 @@
-// The benchmarks' floor kernel must follow its chain of dependent loads, else it is not the floor it
-// claims to be. (Their stream hold is checked by each benchmark binary before it times anything:
-// tests/bench/bench_support.cpp.)
+// The benchmarks' floor kernels must do what they claim, else they are not the floors they claim to
+// be: the chain of dependent loads follows its chain, the pool's scatter and gather floors move the
+// MODEL1 store's and gather's bytes between the same places. (Their stream hold is checked by each
+// benchmark binary before it times anything: tests/bench/bench_support.cpp.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <numeric>
 #include <vector>
 
 #include "gpu_env.h"
 #include "harness/gpu/device_tensor.h"
 #include "harness/random.h"
+#include "kernels/kv_pool_floor.h"
 #include "kernels/latency_floor.h"
 
 namespace dsv4h {
@@ -56,6 +60,72 @@ TEST(LatencyFloor, DependentLoadsFollowTheChain) {
     EXPECT_EQ(c.result(), c.expected(depth)) << "depth " << depth;
   }
   EXPECT_THROW(launch_dependent_loads(nullptr, nullptr, -1, nullptr), std::invalid_argument);
+}
+
+// A small pool (5 pages of 4 entries; the MODEL1 page layout: entries of 576 bytes, then 8 scale
+// bytes each) and rows of 1024 random bytes, with their slots: distinct shuffled slots, the sink
+// (0) and -1 among them.
+struct FloorCase {
+  static constexpr int64_t kTokensPerPage = 4, kPages = 5, kPageBytes = 2336, kRows = 12;
+  std::vector<uint8_t> rows, pool;
+  std::vector<int32_t> slots;
+  DeviceBuffer rows_d{kRows * 1024}, pool_d{kPages * kPageBytes}, slots_d{kRows * sizeof(int32_t)};
+  KvPoolBuffer buffer{nullptr, 1, kPages, kTokensPerPage, kPageBytes};
+
+  explicit FloorCase(uint64_t seed) : rows(kRows * 1024), pool(kPages * kPageBytes) {
+    Rng rng(seed);
+    std::printf("floor seed %llu\n", static_cast<unsigned long long>(seed));
+    for (uint8_t& b : rows) b = static_cast<uint8_t>(rng.integer(0, 255));
+    for (uint8_t& b : pool) b = static_cast<uint8_t>(rng.integer(0, 255));
+    std::vector<int32_t> all(kPages * kTokensPerPage - 1);
+    std::iota(all.begin(), all.end(), 1);
+    for (size_t i = all.size(); i > 1; --i) std::swap(all[i - 1], all[static_cast<size_t>(rng.integer(0, static_cast<int64_t>(i) - 1))]);
+    slots.assign(all.begin(), all.begin() + kRows);
+    slots[3] = 0, slots[7] = -1;
+    DSV4H_HIP_CHECK(hipMemcpy(rows_d.data(), rows.data(), rows.size(), hipMemcpyHostToDevice));
+    DSV4H_HIP_CHECK(hipMemcpy(pool_d.data(), pool.data(), pool.size(), hipMemcpyHostToDevice));
+    DSV4H_HIP_CHECK(hipMemcpy(slots_d.data(), slots.data(), slots_d.bytes(), hipMemcpyHostToDevice));
+    buffer.base = static_cast<uint8_t*>(pool_d.data());
+  }
+  // Byte k of slot s's 584: the entry's bytes, then its scale bytes.
+  int64_t pool_offset(int32_t s, int k) const {
+    const int64_t page = s / kTokensPerPage, entry = s % kTokensPerPage;
+    return page * kPageBytes + (k < 576 ? entry * 576 + k : kTokensPerPage * 576 + entry * 8 + (k - 576));
+  }
+  std::vector<uint8_t> download(const DeviceBuffer& b) const {
+    std::vector<uint8_t> host(b.bytes());
+    DSV4H_HIP_CHECK(hipMemcpy(host.data(), b.data(), host.size(), hipMemcpyDeviceToHost));
+    return host;
+  }
+};
+
+TEST(LatencyFloor, KvScatterFloorMovesTheStoresBytes) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  FloorCase c(2026);
+  std::vector<uint8_t> expected = c.pool;
+  for (int64_t t = 0; t < FloorCase::kRows; ++t)
+    if (c.slots[t] > 0)
+      for (int k = 0; k < 584; ++k) expected[c.pool_offset(c.slots[t], k)] = c.rows[t * 1024 + k];
+  launch_kv_scatter_floor(c.buffer, static_cast<const uint16_t*>(c.rows_d.data()), static_cast<const int32_t*>(c.slots_d.data()),
+                          FloorCase::kRows, nullptr);
+  DSV4H_HIP_CHECK(hipStreamSynchronize(nullptr));
+  EXPECT_EQ(c.download(c.pool_d), expected);
+  EXPECT_THROW(launch_kv_scatter_floor(c.buffer, nullptr, nullptr, 1, nullptr), std::invalid_argument);
+}
+
+TEST(LatencyFloor, KvGatherFloorMovesTheGathersBytes) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  FloorCase c(2027);
+  std::vector<uint8_t> expected(FloorCase::kRows * 1024, 0);
+  for (int64_t t = 0; t < FloorCase::kRows; ++t)
+    if (c.slots[t] >= 0)
+      for (int k = 0; k < 584; ++k) expected[t * 1024 + k] = c.pool[c.pool_offset(c.slots[t], k)];
+  launch_kv_gather_floor(c.buffer, static_cast<const int32_t*>(c.slots_d.data()), FloorCase::kRows,
+                         static_cast<uint16_t*>(c.rows_d.data()), nullptr);  // over the random rows: every byte is written
+  DSV4H_HIP_CHECK(hipStreamSynchronize(nullptr));
+  EXPECT_EQ(c.download(c.rows_d), expected);
+  EXPECT_THROW(launch_kv_gather_floor(c.buffer, static_cast<const int32_t*>(c.slots_d.data()), -1, nullptr, nullptr),
+               std::invalid_argument);
 }
 
 }  // namespace
