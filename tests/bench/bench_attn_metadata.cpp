@@ -11,10 +11,13 @@
 // graph of one kernel making 1 or 3 dependent loads is the least a node with such a chain costs,
 // and a graph of one device copy moving a case's bytes the least a node moving them costs.
 // Replays are queued behind a stream hold (GpuTimer), so the time is the device's, not the host's.
-// Counters: bytes (the descriptor's work count), GB/s. Without a GPU the binary exits 77.
+// Counters: bytes (the descriptor's work count), GB/s; for the expansion also ratio_to_empty, the
+// median ratio to the empty kernel's graph timed right after each sample. Without a GPU the binary
+// exits 77.
 #include <benchmark/benchmark.h>
 
 #include <functional>
+#include <optional>
 
 #include "bench_support.h"
 #include "harness/component.h"
@@ -71,15 +74,24 @@ class Graph {
 
 using Binding = void (*)(const Case&, const DeviceTensorMap&, DeviceTensorMap&, void*);
 
-// Uploads the case's inputs, captures `binding`, warms up and times the replays.
-void time_component(benchmark::State& state, const std::string& case_text, Binding binding) {
+// Uploads the case's inputs, captures `binding`, warms up and times the replays; with
+// `paired_with_empty`, each sample is followed by one of an empty kernel's graph (PairedRatio).
+void time_component(benchmark::State& state, const std::string& case_text, Binding binding, bool paired_with_empty = false) {
   const Case c = parse_case(case_text);
   const Component& component = registry().get(c.component());
   const TensorMap host_inputs = component.make_inputs(c);
   const DeviceTensorMap inputs = DeviceTensorMap::upload(host_inputs);
   DeviceTensorMap outputs = DeviceTensorMap::like(component.make_outputs(c));
   Graph graph([&](hipStream_t s) { binding(c, inputs, outputs, s); });
-  for (auto _ : state) state.SetIterationTime(graph.seconds_per_replay());
+  std::optional<Graph> empty;
+  if (paired_with_empty) empty.emplace([](hipStream_t s) { launch_empty_kernel(s); });
+  PairedRatio paired;
+  for (auto _ : state) {
+    const double seconds = graph.seconds_per_replay();
+    state.SetIterationTime(seconds);
+    if (empty) paired.add(seconds, empty->seconds_per_replay());
+  }
+  paired.report(state);
   const double bytes = component.work(c, host_inputs).bytes_moved;
   state.SetLabel(c.str());
   state.counters["bytes"] = bytes;
@@ -102,7 +114,7 @@ void BM_attn_metadata_update(benchmark::State& state) {
   time_component(state, update_case(state), launch_attn_metadata_update);
 }
 
-void BM_mtp_expand(benchmark::State& state) { time_component(state, mtp_case(state), launch_mtp_expand_case); }
+void BM_mtp_expand(benchmark::State& state) { time_component(state, mtp_case(state), launch_mtp_expand_case, true); }
 
 // The floor of a case by its bytes: a graph holding one device-to-device copy that moves as many
 // bytes (half read, half written) as the case's descriptor counts, replayed the same way. Where

@@ -9,8 +9,9 @@
 // mean device time per launch.
 // Counters: bytes moved (1024 B bf16 latent + 584 B entry + 4 B slot per token, each way), GB/s,
 // the device-to-device copy bandwidth measured in this process and the fraction of it reached.
-// Stores of decode sizes (1 to 256 tokens) compare with the empty kernel timed the same way, and so
-// does a whole decode step (the translation, then one layer's store: two launches). Floors timed the
+// Stores of decode sizes (1 to 256 tokens) compare with the empty kernel timed the same way (and
+// with one timed right after each of their samples: counter ratio_to_empty), and so does a whole
+// decode step (the translation, then one layer's store: two launches). Floors timed the
 // same way: one and two dependent loads and a store, a device copy moving the same bytes, and at
 // the sizes of the bandwidth goals the store's and gather's bytes moved to and from the same slots
 // without the format's arithmetic (BM_kv_*_floor).
@@ -105,10 +106,11 @@ Bench& bench() {
 }
 
 template <typename Launch>
-void time_sets(benchmark::State& state, int64_t n, double bytes, Launch&& launch) {
+void time_sets(benchmark::State& state, int64_t n, double bytes, Launch&& launch, bool paired_with_empty = false) {
   Bench& b = bench();
   const int64_t sets = std::min<int64_t>(64, kMaxTokens / n);
-  time_back_to_back(state, b.stream, launches_per_sample(bytes), sets, [&](int64_t set) { launch(set * n); });
+  time_back_to_back(state, b.stream, launches_per_sample(bytes), sets, [&](int64_t set) { launch(set * n); },
+                    paired_with_empty);
   state.counters["tokens"] = static_cast<double>(n);
   state.counters["bytes"] = bytes;
   state.counters["GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
@@ -122,15 +124,19 @@ int32_t* slots_of(const benchmark::State& state) {
   return static_cast<int32_t*>(state.range(1) ? bench().slots.data() : bench().page_runs.data());
 }
 
+// Decode sizes (up to 256 tokens) are also timed against an empty kernel, sample by sample.
 void BM_kv_store(benchmark::State& state) {
   Bench& b = bench();
   const int64_t n = state.range(0);
   int32_t* const slots = slots_of(state);
-  time_sets(state, n, n * kBytesPerToken, [&](int64_t first) {
-    KvStepLocations s = b.step(first, n);
-    s.swa_out_loc = slots + first;  // the slots themselves, no translation
-    launch_kv_store_layer(b.pools, s, b.layer(first), b.stream);
-  });
+  time_sets(
+      state, n, n * kBytesPerToken,
+      [&](int64_t first) {
+        KvStepLocations s = b.step(first, n);
+        s.swa_out_loc = slots + first;  // the slots themselves, no translation
+        launch_kv_store_layer(b.pools, s, b.layer(first), b.stream);
+      },
+      n <= 256);
 }
 
 void BM_kv_gather(benchmark::State& state) {

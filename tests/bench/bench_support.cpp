@@ -45,6 +45,12 @@ double measure_copy_ceiling(void* dst, const void* src, size_t bytes, hipStream_
   return ceiling;
 }
 
+void PairedRatio::report(benchmark::State& state) {
+  if (ratios_.empty()) return;
+  std::nth_element(ratios_.begin(), ratios_.begin() + ratios_.size() / 2, ratios_.end());
+  state.counters["ratio_to_empty"] = ratios_[ratios_.size() / 2];
+}
+
 void time_empty_kernel(benchmark::State& state, hipStream_t stream, int64_t launches) {
   time_back_to_back(state, stream, launches, 1, [&](int64_t) { launch_empty_kernel(stream); });
   state.counters["bytes"] = 0;

@@ -6,10 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include <benchmark/benchmark.h>
 
 #include "harness/gpu/device_tensor.h"
+#include "kernels/empty_kernel.h"
 #include "kernels/portability.h"
 #include "kernels/stream_hold.h"
 
@@ -46,22 +48,44 @@ inline int64_t launches_per_sample(double bytes) {
   return std::clamp<int64_t>(static_cast<int64_t>(double(int64_t{256} << 20) / std::max(bytes, 1.0)), 8, 64);
 }
 
+// Decode-size goals are ratios to an empty kernel. A benchmark that times an empty kernel's sample
+// right after each of its own samples reports the median of the paired ratios as counter
+// "ratio_to_empty": what moves both alike (the clocks, the machine's other load) cancels, where
+// the empty-kernel benchmark of the same binary ran up to a minute earlier.
+class PairedRatio {
+ public:
+  void add(double seconds, double empty_seconds) { ratios_.push_back(seconds / empty_seconds); }
+  void report(benchmark::State& state);
+
+ private:
+  std::vector<double> ratios_;
+};
+
 // The timing every benchmark shares: `launch(set)` for each of `sets` input sets once, untimed
 // (a kernel's first launch must not wait behind the hold: kernels/stream_hold.h), then per sample
 // `launches` calls back to back over the sets in turn, the mean device time per call reported.
+// With `paired_with_empty`, each sample is followed by one of as many empty kernels (PairedRatio).
 template <typename Launch>
-void time_back_to_back(benchmark::State& state, hipStream_t stream, int64_t launches, int64_t sets, Launch&& launch) {
+void time_back_to_back(benchmark::State& state, hipStream_t stream, int64_t launches, int64_t sets, Launch&& launch,
+                       bool paired_with_empty = false) {
   for (int64_t set = 0; set < sets; ++set) launch(set);
+  if (paired_with_empty) launch_empty_kernel(stream);
   DSV4H_HIP_CHECK(hipStreamSynchronize(stream));
   GpuTimer timer;
+  PairedRatio paired;
   int64_t next = 0;
   for (auto _ : state) {
     const double s = timer.seconds(stream, [&] {
       for (int64_t i = 0; i < launches; ++i) launch(next++ % sets);
     });
     state.SetIterationTime(s / static_cast<double>(launches));
+    if (paired_with_empty)
+      paired.add(s, timer.seconds(stream, [&] {
+        for (int64_t i = 0; i < launches; ++i) launch_empty_kernel(stream);
+      }));
   }
   state.counters["launches_per_sample"] = static_cast<double>(launches);
+  if (paired_with_empty) paired.report(state);
 }
 
 // Bytes per second (read + write counted) of a device-to-device copy of `bytes`: the median of 15
