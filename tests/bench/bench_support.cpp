@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "harness/report/stats.h"
 #include "kernels/empty_kernel.h"
 #include "kernels/latency_floor.h"
 
@@ -45,10 +46,8 @@ double measure_copy_ceiling(void* dst, const void* src, size_t bytes, hipStream_
   return ceiling;
 }
 
-void PairedRatio::report(benchmark::State& state) {
-  if (ratios_.empty()) return;
-  std::nth_element(ratios_.begin(), ratios_.begin() + ratios_.size() / 2, ratios_.end());
-  state.counters["ratio_to_empty"] = ratios_[ratios_.size() / 2];
+void PairedRatio::report(benchmark::State& state) const {
+  if (!ratios_.empty()) state.counters["ratio_to_empty"] = report::median(ratios_);
 }
 
 void time_empty_kernel(benchmark::State& state, hipStream_t stream, int64_t launches) {

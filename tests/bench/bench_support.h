@@ -55,7 +55,7 @@ inline int64_t launches_per_sample(double bytes) {
 class PairedRatio {
  public:
   void add(double seconds, double empty_seconds) { ratios_.push_back(seconds / empty_seconds); }
-  void report(benchmark::State& state);
+  void report(benchmark::State& state) const;
 
  private:
   std::vector<double> ratios_;
