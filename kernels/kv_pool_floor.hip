@@ -1,6 +1,7 @@
 // The pool's bandwidth floors (kv_pool_floor.h): the MODEL1 store's and gather's bytes, 16 at a
 // time, with the real kernels' grid (64 threads a token, 4 tokens a block of 256, kSteps tokens a
-// thread group in flight) and their page addressing, and no arithmetic on the data.
+// thread group in flight: the store's rule for the scatter, kv_pool_launch.h; always 4 for the
+// gather, as the gather) and their page addressing, and no arithmetic on the data.
 #include "kv_pool_floor.h"
 
 #include <string>
@@ -14,7 +15,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kThreadsPerToken = 64;  // 16 bytes each: a 1024-byte row
 constexpr int kGroups = kThreads / kThreadsPerToken;
-constexpr int kSteps = 4;
+constexpr int kGatherSteps = 4;
 constexpr int kEntryPieces = 576 / 16;  // threads [0, 36) move the entry, thread 36 the 8 scale bytes
 
 struct FloorArgs {
@@ -38,6 +39,7 @@ __device__ __forceinline__ bool in_pool(const FloorArgs& a, int32_t slot) {
   return static_cast<uint32_t>(slot) < a.pool_slots;  // -1 is not
 }
 
+template <int kSteps>
 __global__ void __launch_bounds__(kThreads) kv_scatter_floor(FloorArgs a) {
   const int t = threadIdx.x % kThreadsPerToken;
   int64_t row[kSteps];
@@ -59,6 +61,7 @@ __global__ void __launch_bounds__(kThreads) kv_scatter_floor(FloorArgs a) {
 }
 
 __global__ void __launch_bounds__(kThreads) kv_gather_floor(FloorArgs a) {
+  constexpr int kSteps = kGatherSteps;
   const int t = threadIdx.x % kThreadsPerToken;
   int64_t row[kSteps];
   int32_t slot[kSteps];
@@ -103,7 +106,7 @@ FloorArgs checked(const char* name, const KvPoolBuffer& pool, const int32_t* slo
                    reinterpret_cast<uint4*>(rows_out)};
 }
 
-unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kGroups * kSteps - 1) / (kGroups * kSteps)); }
+unsigned blocks_for(int64_t n, int steps) { return static_cast<unsigned>((n + kGroups * steps - 1) / (kGroups * steps)); }
 
 }  // namespace
 
@@ -111,14 +114,17 @@ void launch_kv_scatter_floor(const KvPoolBuffer& pool, const uint16_t* rows, con
                              hipStream_t stream) {
   const FloorArgs a = checked("kv_scatter_floor", pool, slots, n, rows, nullptr);
   if (n == 0) return;
-  kv_scatter_floor<<<blocks_for(n), kThreads, 0, stream>>>(a);
+  if (n < kStoreBulkTokens)
+    kv_scatter_floor<1><<<blocks_for(n, 1), kThreads, 0, stream>>>(a);
+  else
+    kv_scatter_floor<kStoreBulkSteps><<<blocks_for(n, kStoreBulkSteps), kThreads, 0, stream>>>(a);
   DSV4H_LAUNCH_CHECK("kv_scatter_floor");
 }
 
 void launch_kv_gather_floor(const KvPoolBuffer& pool, const int32_t* slots, int64_t n, uint16_t* out, hipStream_t stream) {
   const FloorArgs a = checked("kv_gather_floor", pool, slots, n, nullptr, out);
   if (n == 0) return;
-  kv_gather_floor<<<blocks_for(n), kThreads, 0, stream>>>(a);
+  kv_gather_floor<<<blocks_for(n, kGatherSteps), kThreads, 0, stream>>>(a);
   DSV4H_LAUNCH_CHECK("kv_gather_floor");
 }
 

@@ -20,15 +20,6 @@ constexpr int kModel1ThreadsPerToken = 64;  // 8 values (16 B of bf16) each: 56 
 constexpr int kModel1Groups = kThreads / kModel1ThreadsPerToken;
 constexpr int kIndexerThreadsPerEntry = 16;  // 8 values each
 constexpr int kIndexerGroups = kThreads / kIndexerThreadsPerEntry;
-// Tokens (entries) a thread group stores per block, their loads all issued before any is used:
-// kBulkSteps where the grid fills the device anyway (fewer, fuller blocks), one where it would not
-// (a decode's few tokens spread over more blocks, each thread's chain of work one token long).
-constexpr int kBulkSteps = 4;
-// Below kBulkTokens a ratio-0 layer's grid of 1-step blocks (4 MODEL1 tokens each; 30 registers a
-// thread, so 8 blocks an SM) stays within one wave of the H200 (132 SMs: 4224 tokens); a ratio-4
-// layer's three parts take up to about two waves there. Measured on the H200 at 1-256 tokens only.
-constexpr int64_t kBulkTokens = 4096;
-
 // One pool layer a store writes into, and the rows and locations it writes (the wrappers check
 // that every size fits 32 bits: slots and tokens below 2^31).
 struct StorePart {
@@ -227,10 +218,10 @@ void launch_kv_store_layer(const KvPoolSet& pools, const KvStepLocations& step, 
   } else if (layer.ratio == 128) {
     a.compressed = part(pools.c128, layer.compressed_layer, step.c128_out_loc, layer.compressed_kv);
   }
-  if (step.tokens < kBulkTokens)
+  if (step.tokens < kStoreBulkTokens)
     launch_store<1>(a, step, layer.ratio, stream);
   else
-    launch_store<kBulkSteps>(a, step, layer.ratio, stream);
+    launch_store<kStoreBulkSteps>(a, step, layer.ratio, stream);
 }
 
 }  // namespace dsv4h

@@ -62,25 +62,30 @@ TEST(LatencyFloor, DependentLoadsFollowTheChain) {
   EXPECT_THROW(launch_dependent_loads(nullptr, nullptr, -1, nullptr), std::invalid_argument);
 }
 
-// A small pool (5 pages of 4 entries; the MODEL1 page layout: entries of 576 bytes, then 8 scale
-// bytes each) and rows of 1024 random bytes, with their slots: distinct shuffled slots, the sink
-// (0) and -1 among them.
+// A pool of pages of 4 entries (the MODEL1 page layout: entries of 576 bytes, then 8 scale bytes
+// each) with room for twice the rows, and rows of 1024 random bytes, with their slots: distinct
+// shuffled slots, the sink (0) and -1 among them. A decode's few rows and a bulk store's many take
+// different grids (kv_pool_launch.h), so the tests take both.
 struct FloorCase {
-  static constexpr int64_t kTokensPerPage = 4, kPages = 5, kPageBytes = 2336, kRows = 12;
+  static constexpr int64_t kTokensPerPage = 4, kPageBytes = 2336;
+  const int64_t row_count, page_count;
   std::vector<uint8_t> rows, pool;
   std::vector<int32_t> slots;
-  DeviceBuffer rows_d{kRows * 1024}, pool_d{kPages * kPageBytes}, slots_d{kRows * sizeof(int32_t)};
-  KvPoolBuffer buffer{nullptr, 1, kPages, kTokensPerPage, kPageBytes};
+  DeviceBuffer rows_d, pool_d, slots_d;
+  KvPoolBuffer buffer;
 
-  explicit FloorCase(uint64_t seed) : rows(kRows * 1024), pool(kPages * kPageBytes) {
+  FloorCase(uint64_t seed, int64_t rows_wanted)
+      : row_count(rows_wanted), page_count(rows_wanted / 2 + 2), rows(row_count * 1024), pool(page_count * kPageBytes),
+        rows_d(row_count * 1024), pool_d(page_count * kPageBytes), slots_d(row_count * sizeof(int32_t)),
+        buffer{nullptr, 1, page_count, kTokensPerPage, kPageBytes} {
     Rng rng(seed);
-    std::printf("floor seed %llu\n", static_cast<unsigned long long>(seed));
+    std::printf("floor seed %llu, %lld rows\n", static_cast<unsigned long long>(seed), static_cast<long long>(row_count));
     for (uint8_t& b : rows) b = static_cast<uint8_t>(rng.integer(0, 255));
     for (uint8_t& b : pool) b = static_cast<uint8_t>(rng.integer(0, 255));
-    std::vector<int32_t> all(kPages * kTokensPerPage - 1);
+    std::vector<int32_t> all(page_count * kTokensPerPage - 1);
     std::iota(all.begin(), all.end(), 1);
     for (size_t i = all.size(); i > 1; --i) std::swap(all[i - 1], all[static_cast<size_t>(rng.integer(0, static_cast<int64_t>(i) - 1))]);
-    slots.assign(all.begin(), all.begin() + kRows);
+    slots.assign(all.begin(), all.begin() + row_count);
     slots[3] = 0, slots[7] = -1;
     DSV4H_HIP_CHECK(hipMemcpy(rows_d.data(), rows.data(), rows.size(), hipMemcpyHostToDevice));
     DSV4H_HIP_CHECK(hipMemcpy(pool_d.data(), pool.data(), pool.size(), hipMemcpyHostToDevice));
@@ -99,28 +104,34 @@ struct FloorCase {
   }
 };
 
+// Rows on both sides of the store's bulk threshold (kStoreBulkTokens, 4096).
+constexpr int64_t kFloorRowCounts[] = {12, 4100};
+
 TEST(LatencyFloor, KvScatterFloorMovesTheStoresBytes) {
   DSV4H_GPU_OR_SKIP(gpu);
-  FloorCase c(2026);
-  std::vector<uint8_t> expected = c.pool;
-  for (int64_t t = 0; t < FloorCase::kRows; ++t)
-    if (c.slots[t] > 0)
-      for (int k = 0; k < 584; ++k) expected[c.pool_offset(c.slots[t], k)] = c.rows[t * 1024 + k];
-  launch_kv_scatter_floor(c.buffer, static_cast<const uint16_t*>(c.rows_d.data()), static_cast<const int32_t*>(c.slots_d.data()),
-                          FloorCase::kRows, nullptr);
-  DSV4H_HIP_CHECK(hipStreamSynchronize(nullptr));
-  EXPECT_EQ(c.download(c.pool_d), expected);
+  for (const int64_t n : kFloorRowCounts) {
+    FloorCase c(2026, n);
+    std::vector<uint8_t> expected = c.pool;
+    for (int64_t t = 0; t < c.row_count; ++t)
+      if (c.slots[t] > 0)
+        for (int k = 0; k < 584; ++k) expected[c.pool_offset(c.slots[t], k)] = c.rows[t * 1024 + k];
+    launch_kv_scatter_floor(c.buffer, static_cast<const uint16_t*>(c.rows_d.data()), static_cast<const int32_t*>(c.slots_d.data()),
+                            c.row_count, nullptr);
+    DSV4H_HIP_CHECK(hipStreamSynchronize(nullptr));
+    EXPECT_TRUE(c.download(c.pool_d) == expected) << n << " rows: a pool byte differs";
+  }
+  FloorCase c(2026, 12);
   EXPECT_THROW(launch_kv_scatter_floor(c.buffer, nullptr, nullptr, 1, nullptr), std::invalid_argument);
 }
 
 TEST(LatencyFloor, KvGatherFloorMovesTheGathersBytes) {
   DSV4H_GPU_OR_SKIP(gpu);
-  FloorCase c(2027);
-  std::vector<uint8_t> expected(FloorCase::kRows * 1024, 0);
-  for (int64_t t = 0; t < FloorCase::kRows; ++t)
+  FloorCase c(2027, 12);
+  std::vector<uint8_t> expected(c.row_count * 1024, 0);
+  for (int64_t t = 0; t < c.row_count; ++t)
     if (c.slots[t] >= 0)
       for (int k = 0; k < 584; ++k) expected[t * 1024 + k] = c.pool[c.pool_offset(c.slots[t], k)];
-  launch_kv_gather_floor(c.buffer, static_cast<const int32_t*>(c.slots_d.data()), FloorCase::kRows,
+  launch_kv_gather_floor(c.buffer, static_cast<const int32_t*>(c.slots_d.data()), c.row_count,
                          static_cast<uint16_t*>(c.rows_d.data()), nullptr);  // over the random rows: every byte is written
   DSV4H_HIP_CHECK(hipStreamSynchronize(nullptr));
   EXPECT_EQ(c.download(c.rows_d), expected);
