@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """ci/gpu-ab on fake benchmark binaries (no GPU): a change every round agrees on is called faster or
-slower; identical builds under a steady drift are "unclear", not a change; a failing run exits 1,
-a binary without a GPU 77; bad usage (a missing binary, a single round) exits 2 naming what is
-wrong.
+slower; identical builds under a steady drift are "unclear", not a change; --budget-s stops before
+a round that would not fit and leaves the complete rounds' JSON (one round: no verdict); a failing
+run exits 1, a binary without a GPU 77; bad usage (a missing binary, a single round) exits 2 naming
+what is wrong.
 
 usage: check_gpu_ab.py
 """
@@ -18,12 +19,13 @@ GPU_AB = os.path.join(ROOT, "ci", "gpu-ab")
 
 # A stand-in for a Google Benchmark binary: three repetitions of each benchmark of times.json (its
 # folder's), in microseconds, plus `drift` times the number of runs so far of any fake (a counter
-# file shared by both builds: the machine drifting under both alike). Exits with times.json's
-# "exit" when it gives one (3: a failure, 77: no GPU).
+# file shared by both builds: the machine drifting under both alike), after sleeping times.json's
+# "sleep" seconds. Exits with times.json's "exit" when it gives one (3: a failure, 77: no GPU).
 FAKE = """#!/usr/bin/env python3
-import json, os, sys
+import json, os, sys, time
 here = os.path.dirname(os.path.abspath(__file__))
 config = json.load(open(os.path.join(here, "times.json")))
+time.sleep(config.get("sleep", 0))
 if config.get("exit"):
     sys.exit(config["exit"])
 counter = os.path.join(here, "..", "runs")
@@ -47,14 +49,14 @@ def fail(message):
     sys.exit(1)
 
 
-def make_build(folder, times, drift=0.0, exit_code=0):
+def make_build(folder, times, drift=0.0, exit_code=0, sleep=0.0):
     os.makedirs(folder)
     path = os.path.join(folder, "bench_fake")
     with open(path, "w") as f:
         f.write(FAKE)
     os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
     with open(os.path.join(folder, "times.json"), "w") as f:
-        json.dump({"times": times, "drift": drift, "exit": exit_code}, f)
+        json.dump({"times": times, "drift": drift, "exit": exit_code, "sleep": sleep}, f)
 
 
 def run_ab(work, base, new, *extra):
@@ -89,6 +91,18 @@ def main():
         if proc.returncode != 0 or verdicts != {"BM_x": "unclear"}:
             fail(f"identical builds under drift: exit {proc.returncode}, verdicts {verdicts}: {proc.stdout}")
 
+        # Runs of 0.4 s against a budget of 1.2 s: the first round (0.8 s and more) leaves no room
+        # for a second, so it stops after one, with its JSON and no verdict from a single round.
+        make_build(os.path.join(work, "e", "base"), {"BM_x": 3.0}, sleep=0.4)
+        make_build(os.path.join(work, "e", "new"), {"BM_x": 2.0}, sleep=0.4)
+        proc, verdicts = run_ab(work, os.path.join(work, "e", "base"), os.path.join(work, "e", "new"), "--budget-s", "1.2")
+        rounds = json.load(open(os.path.join(work, "ab.json")))["rounds"] if proc.returncode == 0 else None
+        if proc.returncode != 0 or "stopping with 1 of 4 rounds done" not in proc.stdout or rounds != 1 or verdicts != {"BM_x": "unclear"}:
+            fail(f"a budget for one round: exit {proc.returncode}, rounds {rounds}, verdicts {verdicts}: {proc.stdout}")
+        proc, _ = run_ab(work, os.path.join(work, "e", "base"), os.path.join(work, "e", "new"), "--budget-s", "0")
+        if proc.returncode != 1 or "no round fits" not in proc.stdout:
+            fail(f"a budget for no round: expected exit 1 saying so, got {proc.returncode}: {proc.stdout}")
+
         make_build(os.path.join(work, "c", "new"), {"BM_x": 3.0}, exit_code=3)
         proc, _ = run_ab(work, os.path.join(work, "b", "base"), os.path.join(work, "c", "new"))
         if proc.returncode != 1 or "exited 3" not in proc.stdout:
@@ -105,7 +119,7 @@ def main():
         proc, _ = run_ab(work, os.path.join(work, "b", "base"), os.path.join(work, "b", "new"), "--rounds", "1")
         if proc.returncode != 2 or "--rounds must be at least 2" not in proc.stdout:
             fail(f"one round: expected exit 2, got {proc.returncode}: {proc.stdout}")
-    print("ci/gpu-ab: verdicts, drift, failures and usage errors as expected")
+    print("ci/gpu-ab: verdicts, drift, budget, failures and usage errors as expected")
 
 
 if __name__ == "__main__":
