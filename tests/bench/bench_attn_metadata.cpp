@@ -110,19 +110,19 @@ CapturedCase& captured(const std::string& case_text, Binding binding) {
 // Times the replays of the case's captured graph (built once, captured()); with
 // `paired_with_empty`, each sample is followed by one of an empty kernel's graph (PairedRatio).
 void time_component(benchmark::State& state, const std::string& case_text, Binding binding, bool paired_with_empty = false) {
-  CapturedCase& k = captured(case_text, binding);
+  CapturedCase& ready = captured(case_text, binding);
   std::optional<Graph> empty;
   if (paired_with_empty) empty.emplace([](hipStream_t s) { launch_empty_kernel(s); });
   PairedRatio paired;
   for (auto _ : state) {
-    const double seconds = k.graph.seconds_per_replay();
+    const double seconds = ready.graph.seconds_per_replay();
     state.SetIterationTime(seconds);
     if (empty) paired.add(seconds, empty->seconds_per_replay());
   }
   paired.report(state);
-  state.SetLabel(k.c.str());
-  state.counters["bytes"] = k.bytes;
-  state.counters["GBps"] = benchmark::Counter(k.bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(ready.c.str());
+  state.counters["bytes"] = ready.bytes;
+  state.counters["GBps"] = benchmark::Counter(ready.bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["replays_per_sample"] = kReplaysPerSample;
 }
 
