@@ -132,7 +132,10 @@ def slowest(*floors):
 def ratio_to_empty(b, empty):
     """A benchmark's time over an empty kernel's, and how it was measured: the median of the ratios
     to an empty kernel timed right after each of its samples (counter ratio_to_empty, since the
-    benchmarks pair them), else its median over the binary's empty-kernel benchmark's."""
+    benchmarks pair them), else its median over the binary's empty-kernel benchmark's; (None, None)
+    where the benchmark (or, unpaired, the empty kernel's) did not run."""
+    if not b:
+        return None, None
     paired = b.get("counters", {}).get("ratio_to_empty")
     if paired:
         return paired, "paired with its samples"
@@ -251,13 +254,13 @@ def judge_memory_pool(report, by_name):
     empty = by_name.get("BM_empty_kernel_pool/manual_time")
     for tokens in (1, 8, 64, 256):
         store = by_name.get(f"BM_kv_store/tokens:{tokens}/scatter:1/manual_time")
-        ratio, measured = ratio_to_empty(store, empty) if store else (None, None)
+        ratio, measured = ratio_to_empty(store, empty)
         if ratio is not None:
             # Of the floors, the higher ratio: one dependent load and a store, and the store's
             # bytes moved to the same slots without the format's arithmetic (BM_kv_store_floor).
             scatter = by_name.get(f"BM_kv_store_floor/tokens:{tokens}/scatter:1/manual_time")
             floors = [r for r in (time_ratio(by_name.get("BM_dependent_loads_pool/depth:1/manual_time"), empty),
-                                  ratio_to_empty(scatter, empty)[0] if scatter else None) if r is not None]
+                                  ratio_to_empty(scatter, empty)[0]) if r is not None]
             goals.append(with_floor({"goal": f"kv store of {tokens} tokens: <= 1.5x an empty kernel", "value": round(ratio, 3),
                                      "met": ratio <= 1.5, "ratio_measured": measured},
                                     max(floors) if floors else None, lambda v: v <= 1.5))

@@ -9,7 +9,7 @@
 // mean device time per launch.
 // Counters: bytes moved (1024 B bf16 latent + 584 B entry + 4 B slot per token, each way), GB/s,
 // the device-to-device copy bandwidth measured in this process and the fraction of it reached.
-// Stores of decode sizes (1 to 256 tokens) compare with the empty kernel timed the same way (and
+// Decode sizes (1 to 256 tokens) compare with the empty kernel timed the same way (and
 // with one timed right after each of their samples: counter ratio_to_empty), and so does a whole
 // decode step (the translation, then one layer's store: two launches). Floors timed the
 // same way: one and two dependent loads and a store, a device copy moving the same bytes, and at
@@ -125,28 +125,29 @@ int32_t* slots_of(const benchmark::State& state) {
   return static_cast<int32_t*>(state.range(1) ? bench().slots.data() : bench().page_runs.data());
 }
 
-// Decode sizes (up to 256 tokens) are also timed against an empty kernel, sample by sample.
-void BM_kv_store(benchmark::State& state) {
-  Bench& b = bench();
+// A benchmark of state.range(0) tokens at the slots of its order: `launch(first, n, slots)` stores
+// or gathers tokens [first, first + n) at slots[0, n). Decode sizes (up to 256 tokens) are also
+// timed against an empty kernel, sample by sample.
+template <typename Launch>
+void time_tokens(benchmark::State& state, Launch&& launch) {
   const int64_t n = state.range(0);
   int32_t* const slots = slots_of(state);
-  time_sets(
-      state, n, n * kBytesPerToken,
-      [&](int64_t first) {
-        KvStepLocations s = b.step(first, n);
-        s.swa_out_loc = slots + first;  // the slots themselves, no translation
-        launch_kv_store_layer(b.pools, s, b.layer(first), b.stream);
-      },
-      n <= 256);
+  time_sets(state, n, n * kBytesPerToken, [&](int64_t first) { launch(first, n, slots + first); }, n <= 256);
+}
+
+void BM_kv_store(benchmark::State& state) {
+  Bench& b = bench();
+  time_tokens(state, [&](int64_t first, int64_t n, int32_t* slots) {
+    KvStepLocations s = b.step(first, n);
+    s.swa_out_loc = slots;  // the slots themselves, no translation
+    launch_kv_store_layer(b.pools, s, b.layer(first), b.stream);
+  });
 }
 
 void BM_kv_gather(benchmark::State& state) {
   Bench& b = bench();
-  const int64_t n = state.range(0);
-  int32_t* const slots = slots_of(state);
-  time_sets(state, n, n * kBytesPerToken, [&](int64_t first) {
-    launch_kv_gather_model1(b.pools.swa, 0, slots + first, n, static_cast<uint16_t*>(b.gathered.data()) + first * 512,
-                            b.stream);
+  time_tokens(state, [&](int64_t first, int64_t n, int32_t* slots) {
+    launch_kv_gather_model1(b.pools.swa, 0, slots, n, static_cast<uint16_t*>(b.gathered.data()) + first * 512, b.stream);
   });
 }
 
@@ -174,22 +175,14 @@ void BM_dependent_loads_pool(benchmark::State& state) {
 // store's floor at decode sizes is timed paired with the empty kernel, as the store is.
 void BM_kv_store_floor(benchmark::State& state) {
   Bench& b = bench();
-  const int64_t n = state.range(0);
-  int32_t* const slots = slots_of(state);
-  time_sets(
-      state, n, n * kBytesPerToken,
-      [&](int64_t first) {
-        launch_kv_scatter_floor(b.pools.swa, static_cast<const uint16_t*>(b.latents.data()) + first * 512, slots + first,
-                                n, b.stream);
-      },
-      n <= 256);
+  time_tokens(state, [&](int64_t first, int64_t n, int32_t* slots) {
+    launch_kv_scatter_floor(b.pools.swa, static_cast<const uint16_t*>(b.latents.data()) + first * 512, slots, n, b.stream);
+  });
 }
 void BM_kv_gather_floor(benchmark::State& state) {
   Bench& b = bench();
-  const int64_t n = state.range(0);
-  int32_t* const slots = slots_of(state);
-  time_sets(state, n, n * kBytesPerToken, [&](int64_t first) {
-    launch_kv_gather_floor(b.pools.swa, slots + first, n, static_cast<uint16_t*>(b.gathered.data()) + first * 512, b.stream);
+  time_tokens(state, [&](int64_t first, int64_t n, int32_t* slots) {
+    launch_kv_gather_floor(b.pools.swa, slots, n, static_cast<uint16_t*>(b.gathered.data()) + first * 512, b.stream);
   });
 }
 void BM_copy_same_bytes_pool(benchmark::State& state) {
