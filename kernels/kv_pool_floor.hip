@@ -114,7 +114,7 @@ void launch_kv_scatter_floor(const KvPoolBuffer& pool, const uint16_t* rows, con
                              hipStream_t stream) {
   const FloorArgs a = checked("kv_scatter_floor", pool, slots, n, rows, nullptr);
   if (n == 0) return;
-  if (n < kStoreBulkTokens)
+  if (n <= kStoreOneStepTokens)
     kv_scatter_floor<1><<<blocks_for(n, 1), kThreads, 0, stream>>>(a);
   else
     kv_scatter_floor<kStoreBulkSteps><<<blocks_for(n, kStoreBulkSteps), kThreads, 0, stream>>>(a);

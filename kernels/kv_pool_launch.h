@@ -17,12 +17,13 @@ inline void kv_require(bool ok, const std::string& message) {
 // Tokens (entries) a store's thread group stores per block, their loads all issued before any is
 // used: kStoreBulkSteps where the grid fills the device anyway (fewer, fuller blocks), one where it
 // would not (a decode's few tokens spread over more blocks, each thread's chain of work one token
-// long). Below kStoreBulkTokens a ratio-0 layer's grid of 1-step blocks (4 MODEL1 tokens each; 30
-// registers a thread, so 8 blocks an SM) stays within one wave of the H200 (132 SMs: 4224 tokens);
-// a ratio-4 layer's three parts take up to about two waves there. Measured on the H200 at 1-256
-// tokens only.
+// long). Up to kStoreOneStepTokens a ratio-0 layer's grid of 1-step blocks (4 MODEL1 tokens each;
+// 30 registers a thread, so 8 blocks an SM) stays within one wave of the H200 (132 SMs: 4224
+// tokens); a ratio-4 layer's three parts take up to about two waves there. Measured on the H200
+// (ci/gpu-ab, 4 rounds each way): 4096 tokens 5.3-5.9 -> 4.9-5.2 us with one step, 65536 and 1M
+// slower with one step (31.7 -> 32.5 us, 442 -> 468 us at page runs).
 constexpr int kStoreBulkSteps = 4;
-constexpr int64_t kStoreBulkTokens = 4096;
+constexpr int64_t kStoreOneStepTokens = 4096;
 
 void launch_kv_translate_swa(const KvStepLocations& step, int32_t* destination, hipStream_t stream);
 

@@ -218,7 +218,7 @@ void launch_kv_store_layer(const KvPoolSet& pools, const KvStepLocations& step, 
   } else if (layer.ratio == 128) {
     a.compressed = part(pools.c128, layer.compressed_layer, step.c128_out_loc, layer.compressed_kv);
   }
-  if (step.tokens < kStoreBulkTokens)
+  if (step.tokens <= kStoreOneStepTokens)
     launch_store<1>(a, step, layer.ratio, stream);
   else
     launch_store<kStoreBulkSteps>(a, step, layer.ratio, stream);

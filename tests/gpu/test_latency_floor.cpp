@@ -104,7 +104,7 @@ struct FloorCase {
   }
 };
 
-// Rows on both sides of the store's bulk threshold (kStoreBulkTokens, 4096).
+// Rows on both sides of the store's one-step limit (kStoreOneStepTokens, 4096).
 constexpr int64_t kFloorRowCounts[] = {12, 4100};
 
 TEST(LatencyFloor, KvScatterFloorMovesTheStoresBytes) {
