@@ -41,10 +41,11 @@ __device__ __forceinline__ void load_slots(const Gather& a, int64_t (&row)[kStep
 
 // 64 threads a token as in the store: 8 fp8 codes (8 B) in, 8 bf16 (16 B) out per thread; the 8
 // rope threads copy 16 B each.
-// At most 32 registers a thread, so 8 blocks an SM (40 allowed 6): a bulk gather is bound by the
-// loads in flight. Measured on the H200 (ci/gpu-ab, 6 rounds, every one faster; 8 bytes spilled):
-// 1M tokens 452 -> 438 us at page runs and 496 -> 473 us at shuffled slots, 65536 tokens 32.2 ->
-// 31.4 and 34.9 -> 33.7 us.
+// On NVIDIA at most 32 registers a thread, so 8 blocks an SM (40 allowed 6): a bulk gather is
+// bound by the loads in flight (hipcc takes the second bound as its own occupancy hint; AMD is
+// compile-checked only). Measured on the H200 (ci/gpu-ab, 6 rounds, every one faster, 8 bytes
+// spilled; reports/gpu/2026-12-03-892f9d4-h200-ab-pool-small-occ.json): 1M tokens 452 -> 438 us
+// at page runs and 496 -> 473 us at shuffled slots, 65536 tokens 32.2 -> 31.4 and 34.9 -> 33.7 us.
 __global__ void __launch_bounds__(kThreads, 8) kv_gather_model1(Gather a) {
 #if defined(DSV4H_MUTANT_NOOP)
   if (a.n >= 0) return;

@@ -20,8 +20,9 @@ inline void kv_require(bool ok, const std::string& message) {
 // long). Up to kStoreOneStepTokens a ratio-0 layer's grid of 1-step blocks (4 MODEL1 tokens each;
 // 30 registers a thread, so 8 blocks an SM) stays within one wave of the H200 (132 SMs: 4224
 // tokens); a ratio-4 layer's three parts take up to about two waves there. Measured on the H200
-// (ci/gpu-ab, 4 rounds each way): 4096 tokens 5.3-5.9 -> 4.9-5.2 us with one step, 65536 and 1M
-// slower with one step (31.7 -> 32.5 us, 442 -> 468 us at page runs).
+// (ci/gpu-ab, 4 rounds, reports/gpu/2026-12-03-892f9d4-h200-ab-store-steps1.json): 4096 tokens
+// 5.3-5.9 -> 4.9-5.2 us with one step; 65536 and 1M tokens slower with one step (31.7 -> 32.5 us
+// and 442 -> 468 us at page runs).
 constexpr int kStoreBulkSteps = 4;
 constexpr int64_t kStoreOneStepTokens = 4096;
 
