@@ -74,6 +74,14 @@ struct Bench {
     for (int32_t& l : lens) l = static_cast<int32_t>(rng.integer(1, 1 << 20));
     DSV4H_HIP_CHECK(hipMemcpy(seq_lens.data(), lens.data(), seq_lens.bytes(), hipMemcpyHostToDevice));
     pools.swa = KvPoolBuffer{static_cast<uint8_t*>(pool_bytes.data()), 1, kPages, kPage, reference::model1_page_bytes(kPage)};
+    // Every slot a gather reads holds a stored entry, whichever benchmarks a run selects: the
+    // shuffled slots are pages [1, kPages), as the page runs are. Memory as allocated is no entry,
+    // and its scale bytes send the unpack down its rare path (a gather run alone took 837 us at 1M
+    // shuffled tokens on the H200, 473 us after the stores had run).
+    KvStepLocations all = step(0, kMaxTokens);
+    all.swa_out_loc = static_cast<int32_t*>(slots.data());
+    launch_kv_store_layer(pools, all, layer(0), stream);
+    DSV4H_HIP_CHECK(hipStreamSynchronize(stream));
     // The copy ceiling: the 1 GiB latents, device to device.
     copy_ceiling_bytes_per_s = measure_copy_ceiling(gathered.data(), latents.data(), latents.bytes(), stream);
   }
