@@ -38,8 +38,9 @@ constexpr int64_t kPage = 256;
 constexpr int64_t kPages = kMaxTokens / kPage + 1;  // page 0 is the sink
 constexpr double kBytesPerToken = kv_model1_bytes_per_token();
 
-// Device data every benchmark shares: 1M random latents, the SWA pool, a shuffled slot per token
-// (never slot 0), a full_to_swa identity map for the step benchmark, and the gather output.
+// Device data every benchmark shares: 1M random latents, the SWA pool (every slot stored once), a
+// shuffled slot per token (never slot 0), a full_to_swa identity map for the step benchmark, and
+// the gather output.
 struct Bench {
   hipStream_t stream = nullptr;
   DeviceBuffer latents, pool_bytes, slots, page_runs, full_to_swa, seq_lens, step_locs, gathered;
