@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""ci/gpu-experiment without a GPU: every mutant the build defines belongs to a component (and
+noop to all); pack collects a component's binaries from a build tree; run exits 77 where no GPU
+is found, and on a stand-in GPU machine (fake nvidia-smi, compute-sanitizer, test, mutant and
+benchmark binaries) times the builds only when every check passed, leaving its transcript, gpu-ab's
+JSON and the logs; a failing check stops it with exit 1 before any timing.
+
+usage: check_gpu_experiment.py
+"""
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOOL = os.path.join(ROOT, "ci", "gpu-experiment")
+
+# A gtest binary: passes (exit 0) unless its folder holds "fail-<name>", then fails like a mismatch.
+FAKE_TEST = """#!/usr/bin/env python3
+import json, os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+name = os.path.basename(sys.argv[0])
+failing = os.path.exists(os.path.join(here, "fail-" + name)) or name.startswith("test_gpu_mutant_")
+out = [a.split(":", 1)[1] for a in sys.argv[1:] if a.startswith("--gtest_output=json:")]
+failure = [{"failure": "MISMATCH at element 0"}] if failing else []
+if out:
+    json.dump({"testsuites": [{"name": "Fake", "testsuite": [{"name": "Case", "failures": failure}]}]}, open(out[0], "w"))
+print("[  FAILED  ] 1 test." if failing else "[  PASSED  ] 1 test.")
+sys.exit(1 if failing else 0)
+"""
+# A Google Benchmark binary: one benchmark, three repetitions of `us` microseconds.
+FAKE_BENCH = """#!/usr/bin/env python3
+import json, sys
+us = {us}
+out = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--benchmark_out=")][0]
+entries = [{{"name": "BM_fake", "run_name": "BM_fake", "run_type": "iteration", "real_time": (us + j) * 1000,
+             "time_unit": "ns"}} for j in (-0.001, 0.0, 0.001)]
+json.dump({{"context": {{}}, "benchmarks": entries}}, open(out, "w"))
+"""
+FAKE_SMI = "#!/bin/sh\necho 'GPU 0: Fake'\n"
+FAKE_SANITIZER = "#!/bin/sh\n# compute-sanitizer --tool T --error-exitcode N BINARY ARGS...\nshift 4\n\"$@\"\nrc=$?\necho '========= ERROR SUMMARY: 0 errors'\nexit $rc\n"
+
+
+def fail(message):
+    print("FAIL: " + message)
+    sys.exit(1)
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+
+
+def tool(*args, env=None):
+    return subprocess.run([sys.executable, TOOL, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=env)
+
+
+def check_every_mutant_has_a_component():
+    with open(os.path.join(ROOT, "kernels", "CMakeLists.txt")) as f:
+        cmake = f.read()
+    names = []
+    for block in re.findall(r"set\(DSV4H_MUTANT_NAMES\s+(.*?)\s+CACHE", cmake, re.S):
+        names += [n for n in block.split() if not n.startswith("${")]
+    if len(names) < 10:
+        fail(f"found only {names} in kernels/CMakeLists.txt")
+    for name in names:
+        proc = tool("filter", "--mutant", name)
+        if proc.returncode != 0 or not proc.stdout.strip():
+            fail(f"mutant {name} has no component in ci/gpu-experiment: {proc.stdout}")
+    if tool("filter", "--mutant", "noop").stdout.strip() != "*":
+        fail("noop must run every check")
+    if tool("filter", "--mutant", "no_such_mutant").returncode != 2:
+        fail("an unknown mutant must be bad usage (exit 2)")
+
+
+def check_pack(work):
+    build = os.path.join(work, "build")
+    for sub, names in (("gpu", ["test_gpu", "test_gpu_graph", "test_gpu_property", "test_gpu_mutant_mtp_zero_pad",
+                                "test_gpu_mutant_noop"]), ("bench", ["bench_attn_metadata"])):
+        os.makedirs(os.path.join(build, "tests", sub), exist_ok=True)
+        for name in names:
+            shutil.copy(shutil.which("true"), os.path.join(build, "tests", sub, name))
+    to = os.path.join(work, "packed")
+    proc = tool("pack", "--build", build, "--component", "mtp_expand", "--to", to)
+    if proc.returncode != 0:
+        fail(f"pack exited {proc.returncode}: {proc.stdout}")
+    expected = {"test_gpu", "test_gpu_graph", "test_gpu_property", "test_gpu_mutant_mtp_zero_pad", "test_gpu_mutant_noop",
+                "bench_attn_metadata"}
+    if set(os.listdir(to)) != expected:
+        fail(f"pack collected {sorted(os.listdir(to))}, expected {sorted(expected)}")
+    proc = tool("pack", "--build", build, "--component", "memory_pool", "--to", os.path.join(work, "none"))
+    if proc.returncode == 0 or "test_gpu_mutant_pool_*" not in proc.stdout:
+        fail(f"pack without the component's mutants must say which are missing: {proc.stdout}")
+
+
+def make_build(folder, us, failing=()):
+    os.makedirs(folder)
+    for name in ("test_gpu", "test_gpu_graph", "test_gpu_property", "test_gpu_mutant_pool_cached_loc", "test_gpu_mutant_noop"):
+        write(os.path.join(folder, name), FAKE_TEST)
+    for name in failing:
+        write(os.path.join(folder, "fail-" + name), "")
+    write(os.path.join(folder, "bench_memory_pool"), FAKE_BENCH.format(us=us))
+
+
+def check_run(work):
+    base, new, broken = (os.path.join(work, n) for n in ("base", "new", "broken"))
+    make_build(base, 3.0)
+    make_build(new, 2.5)
+    make_build(broken, 2.5, failing=["test_gpu_graph"])
+    bare = dict(os.environ, PATH=os.path.dirname(sys.executable) + ":/usr/bin:/bin")
+    if shutil.which("nvidia-smi", path=bare["PATH"]) is None:
+        proc = tool("run", "--component", "memory_pool", "--base", base, "--new", new, env=bare)
+        if proc.returncode != 77 or "SKIPPED" not in proc.stdout:
+            fail(f"run without a GPU must skip (77): exit {proc.returncode}: {proc.stdout}")
+    fakes = os.path.join(work, "fake-bin")
+    os.makedirs(fakes)
+    write(os.path.join(fakes, "nvidia-smi"), FAKE_SMI)
+    write(os.path.join(fakes, "compute-sanitizer"), FAKE_SANITIZER)
+    gpu = dict(bare, PATH=fakes + ":" + bare["PATH"])
+
+    out = os.path.join(work, "out")
+    proc = tool("run", "--component", "memory_pool", "--base", base, "--new", new, "--rounds", "2", "--limit-s", "120",
+                env=dict(gpu, OUT=out))
+    if proc.returncode != 0:
+        fail(f"run of a passing build exited {proc.returncode}: {proc.stdout}")
+    verdicts = {r["benchmark"]: r["verdict"] for r in json.load(open(os.path.join(out, "ab.json")))["results"]}
+    if verdicts != {"BM_fake": "faster"}:
+        fail(f"the A/B should find the new build faster: {verdicts}")
+    transcript = open(os.path.join(out, "experiment.txt")).read()
+    for expected in ("mutant pool_cached_loc", "mutant noop", "memcheck", "racecheck", "test_gpu_graph", "faster"):
+        if expected not in transcript:
+            fail(f"the transcript lacks {expected!r}: {transcript}")
+    with tarfile.open(os.path.join(out, "logs.tgz")) as tar:
+        if len(tar.getnames()) != 7:
+            fail(f"logs.tgz should hold the 7 checks' logs: {tar.getnames()}")
+
+    out = os.path.join(work, "out-broken")
+    proc = tool("run", "--component", "memory_pool", "--base", base, "--new", broken, "--limit-s", "120",
+                env=dict(gpu, OUT=out))
+    if proc.returncode != 1 or "nothing timed" not in proc.stdout or os.path.exists(os.path.join(out, "ab.json")):
+        fail(f"a failing check must stop the run before timing (exit 1): exit {proc.returncode}: {proc.stdout}")
+    if tool("run", "--component", "memory_pool", "--base", work, "--new", new, env=gpu).returncode != 2:
+        fail("a base without the benchmark binary must be bad usage (exit 2)")
+
+
+def main():
+    check_every_mutant_has_a_component()
+    with tempfile.TemporaryDirectory() as work:
+        check_pack(work)
+        check_run(work)
+    print("ci/gpu-experiment: mutant table, pack, skip without a GPU, checks before timing: all as expected")
+
+
+if __name__ == "__main__":
+    main()
