@@ -8,7 +8,13 @@
 // 3.7 us, an empty kernel's graph 1.4; a 1-block launch of the 64-bit version issued 650
 // instructions a warp at ~6 cycles each, more than its three round trips cost. So (3.85 -> 3.09 us
 // at bs 1, 4.12 -> 3.32 at bs 64, decode at ctx 8192, both builds timed in one device call; ncu
-// of this version at bs 1, ctx 131072: one block, about 470 instructions a warp at 7.4 cycles each):
+// of this version at bs 1, ctx 131072: one block, about 470 instructions a warp at 7.4 cycles each;
+// then 2.96 -> 2.64 us at bs 1 decode ctx 8192 and 3.32 -> 3.04 at ctx 131072, medians of six
+// rounds of ci/gpu-ab, reports/gpu/2026-12-03-6265b98-h200-ab-meta-special-v3.json):
+// - Four kernels, each holding only its own code (a branch not taken still costs its instruction
+//   fetches and its test): tokens per request fixed (decode, verify, draft) or found by the prefill
+//   scan; every vector field's rows 16-byte aligned in both sets or not. Loops run once in the
+//   common case, so they are not unrolled.
 // - 32-bit arithmetic throughout (every size is checked on the host to fit), divisions by the
 //   step's topk and tokens per request as magic multiplications (divider.h), and the parameters
 //   that the first round trip needs together at the start of the kernel's parameters.
@@ -16,8 +22,11 @@
 //   program order (a store may alias any later int32 load, so the compiler keeps that order):
 //   round trip 1 reads the count, the row's request, its kv length and out location; round trip 2
 //   the full slots of the SWA position and of the page starts, while the row's twelve one-value
-//   fields are stored (three a warp, by its lane 0: no warp diverges over them); round trip 3 the
-//   SWA slot, while page_table, c128_page_indices and c4_sparse_page_indices are stored.
+//   fields are stored (three a warp, one store a lane of lanes 0-5: staging and buffer); round
+//   trip 3 the SWA slot, while page_table, c128_page_indices and c4_sparse_page_indices are stored.
+//   A round trip's loads are all issued before the first of them is checked: a check in between
+//   makes the next load wait for the value (ncu's SASS of exp/meta-special v2 showed five serial
+//   loads in round trip 2; reports/gpu/2026-12-03-6265b98-h200-ab-meta-special.json).
 // - Each value is stored from registers into the staging row and into the buffer row of the same
 //   index: the copy reads nothing back. Buffer columns beyond a narrower staging field and buffer
 //   rows beyond the real ones get the padding (16-byte stores where the host found a field's rows
@@ -42,6 +51,7 @@
 // the tail rows as an earlier replay left them. NOOP does nothing.
 #include "attn_metadata.h"
 
+#include <algorithm>
 #include <string>
 
 #include "divider.h"
@@ -56,22 +66,15 @@ constexpr int32_t kPage = 256;
 constexpr int32_t kWindow = 128;
 constexpr int64_t kMaxSize = int64_t{1} << 24;  // widths, tokens per request and topk: 32-bit products stay exact
 
-// The fields of AttnMetadataBuffers, in its order.
+// The fields of AttnMetadataBuffers: first the twelve of one value a row (a lane finds its field
+// by its index), then the four of many.
 enum Field : int {
-  kPageTable, kRawOutLoc, kSeqLens, kPositions, kSwaPageIndices, kSwaTopkLengths, kC4OutLoc, kC4Positions,
-  kC4TopkRaw, kC4TopkClamp1, kC4SparseTopk, kC4SparsePageIndices, kC128OutLoc, kC128Positions, kC128TopkClamp1,
-  kC128PageIndices, kFields
+  kRawOutLoc, kSeqLens, kPositions, kSwaTopkLengths, kC4OutLoc, kC4Positions, kC4TopkRaw, kC4TopkClamp1,
+  kC4SparseTopk, kC128OutLoc, kC128Positions, kC128TopkClamp1,
+  kPageTable, kSwaPageIndices, kC4SparsePageIndices, kC128PageIndices, kFields
 };
-
-// The twelve fields of one value a row, in the order of their values below.
 constexpr int kScalars = 12;
 constexpr int kScalarsPerWarp = kScalars / kWarps;
-__host__ __device__ constexpr Field scalar_field(int i) {
-  constexpr Field fields[kScalars] = {kRawOutLoc,   kSeqLens,      kPositions,    kSwaTopkLengths,
-                                      kC4OutLoc,    kC4Positions,  kC4TopkRaw,    kC4TopkClamp1,
-                                      kC4SparseTopk, kC128OutLoc,  kC128Positions, kC128TopkClamp1};
-  return fields[i];
-}
 
 // One set of buffers as the kernel sees it.
 struct Set {
@@ -79,6 +82,16 @@ struct Set {
   uint32_t rows, page_cols, c128_cols, index_topk;
   uint32_t aligned;  // bit f: every row of field f starts 16-byte aligned (its base and its width)
 };
+
+// The fields written with vector stores where their rows are aligned.
+constexpr uint32_t kVectorFields = 1u << kPageTable | 1u << kC4SparsePageIndices | 1u << kC128PageIndices;
+
+// Whether field f of set s has aligned rows; kAllAligned: the kernel was chosen for sets where
+// every vector field's rows are, so each store's width is known at compile time.
+template <bool kAllAligned>
+__device__ __forceinline__ bool aligned_rows(const Set& s, int f) {
+  return kAllAligned || (s.aligned >> f & 1);
+}
 
 __host__ __device__ inline uint32_t cols_of(const Set& s, int f) {
   return f == kPageTable ? s.page_cols
@@ -102,8 +115,11 @@ struct UpdateKernelArgs {
   Divider by_tokens;               // tokens_per_request (1 in prefill: unused)
   uint32_t tokens_per_request;     // 0: prefill
   uint32_t max_reqs;
-  uint32_t row_repeat;
   uint32_t staging_rows;
+  // Tokens per request fixed: a count of at least full_reqs makes max_rows real rows, a smaller
+  // count `count * rows_per_request` (below staging_rows: 32 bits suffice).
+  uint32_t full_reqs, max_rows, rows_per_request;
+  uint32_t row_repeat;
   // Round trips 2 and 3.
   const int32_t* req_to_token;     // [pool, ctx]
   const int32_t* full_to_swa;      // [full_slots]
@@ -111,6 +127,7 @@ struct UpdateKernelArgs {
   uint32_t page_starts;            // max(page_cols, ceil(c128_cols / 2)) of the staging set
   const int32_t* extend_lens;
   int32_t* num_rows;
+  uint32_t wider;                  // some buffer field has more columns than its staging field
   Set staging, buffers;
 #if defined(DSV4H_MUTANT_META_PADDING_ITEM)
   uint32_t rows_read_on_host;
@@ -169,52 +186,69 @@ struct Row {
   int32_t raw;         // out_cache_loc of the row
 };
 
+template <bool kFixedTokens>
 __device__ __forceinline__ Row load_row(const UpdateKernelArgs& a, uint32_t index) {
   const uint32_t token = divide(index, a.by_row_repeat);
   const int32_t count = *a.num_reqs;
-  const uint32_t reqs = count < 0 ? 0 : static_cast<uint32_t>(count) < a.max_reqs ? count : a.max_reqs;
   Row row;
   row.raw = index < a.staging_rows ? a.out_cache_loc[index] : 0;
   RowSource src;
-  if (a.tokens_per_request > 0) {  // the owner without the count; the count decides below
+  if constexpr (kFixedTokens) {  // the owner without the count; the count decides below
     src.request = divide(token, a.by_tokens);
     src.token = token - src.request * a.tokens_per_request;
-    src.tokens = int64_t{reqs} * a.tokens_per_request;
   } else {
+    const uint32_t reqs = count < 0 ? 0 : static_cast<uint32_t>(count) < a.max_reqs ? count : a.max_reqs;
     src = locate_by_scan(a, reqs, token);
   }
   const bool in_batch = src.request < a.max_reqs;
   row.req = in_batch ? a.req_pool_indices[src.request] : -1;
   const int32_t seq_len = in_batch ? a.seq_lens[src.request] : 0;
-  const int32_t extend = a.tokens_per_request > 0 ? static_cast<int32_t>(a.tokens_per_request)
+  const int32_t extend = kFixedTokens ? static_cast<int32_t>(a.tokens_per_request)
                          : in_batch                ? a.extend_lens[src.request]
                                                    : 0;
   // Unsigned: garbage lengths wrap instead of overflowing (the harness refuses them before launch).
   row.L = static_cast<int32_t>(static_cast<uint32_t>(seq_len) - static_cast<uint32_t>(extend) + src.token + 1);
-  // Tokens clamped to the staging rows first, so that the product stays below 2^48.
-  const int64_t tokens = src.tokens < a.staging_rows ? src.tokens : a.staging_rows;
-  const int64_t rows = tokens * a.row_repeat;
-  row.real_rows = static_cast<uint32_t>(rows < a.staging_rows ? rows : a.staging_rows);
+  if constexpr (kFixedTokens) {
+    row.real_rows = count <= 0 ? 0
+                    : static_cast<uint32_t>(count) >= a.full_reqs ? a.max_rows
+                                                                  : static_cast<uint32_t>(count) * a.rows_per_request;
+  } else {
+    // Tokens clamped to the staging rows first, so that the product stays below 2^48.
+    const int64_t tokens = src.tokens < a.staging_rows ? src.tokens : a.staging_rows;
+    const int64_t rows = tokens * a.row_repeat;
+    row.real_rows = static_cast<uint32_t>(rows < a.staging_rows ? rows : a.staging_rows);
+  }
   return row;
 }
 
-// The full slot of position pos of pool row req, -1 where the inputs have none (bad input that
+// req_to_token at position pos of pool row req, -1 where the inputs have none (bad input that
 // the harness refuses before any launch; here it keeps reads in bounds, also for a row that the
-// count then turns out not to own).
-__device__ __forceinline__ int32_t full_slot(const UpdateKernelArgs& a, int32_t req, uint32_t pos) {
+// count then turns out not to own). checked_slot then makes it a full slot or -1: apart, so that
+// a round trip's loads are all issued before the first check waits for its value (a check between
+// two loads made the second wait for the first: reports/gpu/2026-12-03-6265b98-h200-ab-meta-special.json).
+__device__ __forceinline__ int32_t load_slot(const UpdateKernelArgs& a, int32_t req, uint32_t pos) {
   if (static_cast<uint32_t>(req) >= a.pool || pos >= a.ctx) return -1;
-  const int32_t slot = a.req_to_token[static_cast<size_t>(req) * a.ctx + pos];
+  return a.req_to_token[static_cast<size_t>(req) * a.ctx + pos];
+}
+
+__device__ __forceinline__ int32_t checked_slot(const UpdateKernelArgs& a, int32_t slot) {
   return static_cast<uint32_t>(slot) < a.full_slots ? slot : -1;
 }
 
-// The full slots of the thread's page starts first + i * kThreads + threadIdx.x.
-__device__ __forceinline__ void read_pages(const UpdateKernelArgs& a, int32_t req, uint32_t first,
+// req_to_token at the thread's page starts first + i * kThreads + threadIdx.x (load_slot's values).
+__device__ __forceinline__ void load_pages(const UpdateKernelArgs& a, int32_t req, uint32_t first,
                                            int32_t (&slots)[kPagesPerThread]) {
 #pragma unroll
   for (int i = 0; i < kPagesPerThread; ++i) {
     const uint32_t c = first + i * kThreads + threadIdx.x;
-    slots[i] = c < a.page_starts ? full_slot(a, req, c * kPage) : -1;
+    // The first test is uniform: no thread loads past the last page start.
+    slots[i] = first + i * kThreads < a.page_starts && c < a.page_starts ? load_slot(a, req, c * kPage) : -1;
   }
+}
+
+__device__ __forceinline__ void check_pages(const UpdateKernelArgs& a, int32_t (&slots)[kPagesPerThread]) {
+#pragma unroll
+  for (int i = 0; i < kPagesPerThread; ++i) slots[i] = checked_slot(a, slots[i]);
 }
 
 // Where a built row goes: staging row `row` and/or buffer row `row`.
@@ -225,34 +259,47 @@ struct RowSink {
   bool to_staging, to_buffers;
 };
 
-// Lane 0 of warp w stores scalars [3w, 3w + 3) of row `row`: the branch is uniform in each warp.
+// value[First + i] of i = 0, 1, 2.
 template <int First>
-__device__ __forceinline__ void put_scalars_from(const RowSink& o, const int32_t (&value)[kScalars]) {
-#pragma unroll
-  for (int i = First; i < First + kScalarsPerWarp; ++i) {
-    if (o.to_staging) o.s.field[scalar_field(i)][o.row] = value[i];
-    if (o.to_buffers) o.b.field[scalar_field(i)][o.row] = value[i];
-  }
+__device__ __forceinline__ int32_t pick_scalar(const int32_t (&value)[kScalars], uint32_t i) {
+  return i == 0 ? value[First] : i == 1 ? value[First + 1] : value[First + 2];
 }
 
+// The one-value fields of row `row`: warp w's lanes 0-2 store fields 3w, 3w + 1 and 3w + 2 of the
+// staging row, its lanes 3-5 the same of the buffer row, one store a lane (the switch is uniform
+// in each warp).
 __device__ __forceinline__ void put_scalars(const RowSink& o, const int32_t (&value)[kScalars]) {
-  static_assert(kWarps == 4 && kScalarsPerWarp == 3, "the switch below gives each warp three scalars");
-  if (threadIdx.x % 32 != 0) return;
-  switch (threadIdx.x / 32) {
-    case 0: put_scalars_from<0>(o, value); break;
-    case 1: put_scalars_from<3>(o, value); break;
-    case 2: put_scalars_from<6>(o, value); break;
-    default: put_scalars_from<9>(o, value); break;
+  static_assert(kWarps == 4 && kScalarsPerWarp == 3, "the switch below gives each warp three fields");
+  const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool staging = lane < kScalarsPerWarp;
+  if (lane >= 2 * kScalarsPerWarp || !(staging ? o.to_staging : o.to_buffers)) return;
+  const uint32_t i = staging ? lane : lane - kScalarsPerWarp;
+  int32_t v;
+  switch (warp) {
+    case 0: v = pick_scalar<0>(value, i); break;
+    case 1: v = pick_scalar<3>(value, i); break;
+    case 2: v = pick_scalar<6>(value, i); break;
+    default: v = pick_scalar<9>(value, i); break;
   }
+  (staging ? o.s : o.b).field[warp * kScalarsPerWarp + i][o.row] = v;
 }
 
-// Columns [0, cols) of a row: 16 bytes a store where the field's rows are aligned.
-__device__ __forceinline__ void fill_row(int32_t* row, uint32_t cols, bool aligned, int32_t value) {
+// Columns [0, cols) of row `one` and of row `two` (null: not written), in one loop: 16 bytes a
+// store where both rows are aligned.
+__device__ __forceinline__ void fill_rows(int32_t* one, int32_t* two, uint32_t cols, bool aligned, int32_t value) {
   if (aligned) {
     const uint32_t u = static_cast<uint32_t>(value);
-    for (uint32_t q = threadIdx.x; q < cols / 4; q += kThreads) reinterpret_cast<uint4*>(row)[q] = make_uint4(u, u, u, u);
+#pragma unroll 1
+    for (uint32_t q = threadIdx.x; q < cols / 4; q += kThreads) {
+      if (one) reinterpret_cast<uint4*>(one)[q] = make_uint4(u, u, u, u);
+      if (two) reinterpret_cast<uint4*>(two)[q] = make_uint4(u, u, u, u);
+    }
   } else {
-    for (uint32_t c = threadIdx.x; c < cols; c += kThreads) row[c] = value;
+#pragma unroll 1
+    for (uint32_t c = threadIdx.x; c < cols; c += kThreads) {
+      if (one) one[c] = value;
+      if (two) two[c] = value;
+    }
   }
 }
 
@@ -267,7 +314,8 @@ __device__ __forceinline__ void put_pair(int32_t* row, uint32_t j, uint32_t cols
 }
 
 // page_table column c and c128_page_indices columns 2c, 2c + 1 of the thread's page starts.
-__device__ __forceinline__ void put_pages(const RowSink& o, int32_t L, uint32_t first,
+template <bool kAllAligned>
+__device__ __forceinline__ void put_pages(const RowSink& o, int32_t L, uint32_t first, uint32_t page_starts,
                                           const int32_t (&slots)[kPagesPerThread]) {
   int32_t* const s_pages = row_of(o.s, kPageTable, o.row);
   int32_t* const b_pages = row_of(o.b, kPageTable, o.row);
@@ -276,9 +324,11 @@ __device__ __forceinline__ void put_pages(const RowSink& o, int32_t L, uint32_t 
   const int32_t c128_blocks = L / 128;
   // An aligned staging row has a multiple of 4 columns, so both columns of a pair exist there and
   // in the (at least as wide) buffer row.
-  const bool pairs_s = o.s.aligned >> kC128PageIndices & 1, pairs_b = pairs_s && (o.b.aligned >> kC128PageIndices & 1);
+  const bool pairs_s = aligned_rows<kAllAligned>(o.s, kC128PageIndices);
+  const bool pairs_b = pairs_s && aligned_rows<kAllAligned>(o.b, kC128PageIndices);
 #pragma unroll
   for (int i = 0; i < kPagesPerThread; ++i) {
+    if (first + i * kThreads >= page_starts) break;  // in every thread: a uniform branch
     const uint32_t c = first + i * kThreads + threadIdx.x;
     const int32_t slot = slots[i];
     const int32_t page = slot >= 0 ? slot / kPage : -1;
@@ -296,13 +346,14 @@ __device__ __forceinline__ void put_pages(const RowSink& o, int32_t L, uint32_t 
 }
 
 // Builds `row` in the staging widths (the buffer's wider columns are left to pad_extra_columns).
+template <bool kAllAligned>
 __device__ __forceinline__ void build_row(const UpdateKernelArgs& a, const Row& row, const RowSink& o) {
   const uint32_t k = threadIdx.x;
   const int32_t L = row.L, p = L - 1;
-  // Round trip 2.
-  const int32_t swa_full = full_slot(a, row.req, static_cast<uint32_t>(L) - 1 - k);
+  // Round trip 2, every load before any check.
+  const int32_t swa_loaded = load_slot(a, row.req, static_cast<uint32_t>(L) - 1 - k);
   int32_t slots[kPagesPerThread];
-  read_pages(a, row.req, 0, slots);
+  load_pages(a, row.req, 0, slots);
   // Under it: the one-value fields, from round trip 1's values.
   const int32_t c4_clamp1 = L / 4 > 1 ? L / 4 : 1;
   const int32_t index_topk = static_cast<int32_t>(o.s.index_topk);
@@ -320,16 +371,21 @@ __device__ __forceinline__ void build_row(const UpdateKernelArgs& a, const Row& 
                                      L / 128 > 1 ? L / 128 : 1};
   put_scalars(o, scalars);
   // Round trip 3.
+  const int32_t swa_full = checked_slot(a, swa_loaded);
   const int32_t swa = swa_full >= 0 ? a.full_to_swa[swa_full] : -1;
   // Under it: the page starts' columns and the sparse indices (none yet: -1).
-  put_pages(o, L, 0, slots);
-  const bool c4_s = o.s.aligned >> kC4SparsePageIndices & 1, c4_b = o.b.aligned >> kC4SparsePageIndices & 1;
-  if (o.to_staging) fill_row(row_of(o.s, kC4SparsePageIndices, o.row), o.s.index_topk, c4_s, -1);
-  if (o.to_buffers) fill_row(row_of(o.b, kC4SparsePageIndices, o.row), o.s.index_topk, c4_s && c4_b, -1);
+  check_pages(a, slots);
+  put_pages<kAllAligned>(o, L, 0, a.page_starts, slots);
+  const bool c4_aligned = aligned_rows<kAllAligned>(o.s, kC4SparsePageIndices) &&
+                          aligned_rows<kAllAligned>(o.b, kC4SparsePageIndices);
+  fill_rows(o.to_staging ? row_of(o.s, kC4SparsePageIndices, o.row) : nullptr,
+            o.to_buffers ? row_of(o.b, kC4SparsePageIndices, o.row) : nullptr, o.s.index_topk, c4_aligned, -1);
   // Page starts beyond the first round trip's (ctx above 131072): a round trip each.
+#pragma unroll 1
   for (uint32_t first = kThreads * kPagesPerThread; first < a.page_starts; first += kThreads * kPagesPerThread) {
-    read_pages(a, row.req, first, slots);
-    put_pages(o, L, first, slots);
+    load_pages(a, row.req, first, slots);
+    check_pages(a, slots);
+    put_pages<kAllAligned>(o, L, first, a.page_starts, slots);
   }
   if (o.to_staging) row_of(o.s, kSwaPageIndices, o.row)[k] = swa;
   if (o.to_buffers) row_of(o.b, kSwaPageIndices, o.row)[k] = swa;
@@ -337,19 +393,20 @@ __device__ __forceinline__ void build_row(const UpdateKernelArgs& a, const Row& 
 
 // Spec 6.4's padding in every column of buffer row `row` (a row of no real request); unused by
 // the mutants that leave the tail rows.
+template <bool kAllAligned>
 [[maybe_unused]] __device__ __forceinline__ void pad_row(const Set& b, uint32_t row) {
   constexpr int32_t padding[kScalars] = {0, 1, 0, 1, 0, 0, 0, 1, 1, 0, 0, 1};
   put_scalars(RowSink{b, b, row, false, true}, padding);
   row_of(b, kSwaPageIndices, row)[threadIdx.x] = -1;
-  fill_row(row_of(b, kC4SparsePageIndices, row), b.index_topk, b.aligned >> kC4SparsePageIndices & 1, -1);
-  fill_row(row_of(b, kC128PageIndices, row), b.c128_cols, b.aligned >> kC128PageIndices & 1, -1);
-  fill_row(row_of(b, kPageTable, row), b.page_cols, b.aligned >> kPageTable & 1, 0);  // page 0: the write sink
+  fill_rows(row_of(b, kC4SparsePageIndices, row), nullptr, b.index_topk, aligned_rows<kAllAligned>(b, kC4SparsePageIndices), -1);
+  fill_rows(row_of(b, kC128PageIndices, row), nullptr, b.c128_cols, aligned_rows<kAllAligned>(b, kC128PageIndices), -1);
+  fill_rows(row_of(b, kPageTable, row), nullptr, b.page_cols, aligned_rows<kAllAligned>(b, kPageTable), 0);  // page 0: the write sink
 }
 
 // The padding in the columns of buffer row `row` beyond the narrower staging fields.
 __device__ __forceinline__ void pad_extra_columns(const Set& b, const Set& s, uint32_t row) {
   const auto pad = [&](Field f, int32_t value) {
-    fill_row(row_of(b, f, row) + cols_of(s, f), cols_of(b, f) - cols_of(s, f), false, value);
+    fill_rows(row_of(b, f, row) + cols_of(s, f), nullptr, cols_of(b, f) - cols_of(s, f), false, value);
   };
   if (s.index_topk < b.index_topk) pad(kC4SparsePageIndices, -1);
   if (s.c128_cols < b.c128_cols) pad(kC128PageIndices, -1);
@@ -369,6 +426,10 @@ __device__ void copy_staging_row(const Set& b, const Set& s, uint32_t row) {
 #endif
 
 // Block `index` builds staging row `index` where it is real and writes buffer row `index`.
+// kFixedTokens: tokens_per_request > 0 (no scan of extend_lens); kAllAligned: every vector field's
+// rows aligned in both sets. Each variant holds only its own code: the update is short enough that
+// the branches and the instruction fetches of the others cost it time.
+template <bool kFixedTokens, bool kAllAligned>
 __global__ void __launch_bounds__(kThreads) attn_metadata_update(const UpdateKernelArgs a) {
 #if defined(DSV4H_MUTANT_NOOP)
   if (a.max_reqs < UINT32_MAX) return;
@@ -376,7 +437,7 @@ __global__ void __launch_bounds__(kThreads) attn_metadata_update(const UpdateKer
   const Set& s = a.staging;
   const Set& b = a.buffers;
   const uint32_t index = blockIdx.x;
-  const Row row = load_row(a, index);
+  const Row row = load_row<kFixedTokens>(a, index);
   if (index == 0 && threadIdx.x == 0) *a.num_rows = static_cast<int32_t>(row.real_rows);
   // Buffer rows below n are copies of the staging rows of the same index, the rest padding.
 #if defined(DSV4H_MUTANT_META_PADDING_ITEM)
@@ -390,24 +451,24 @@ __global__ void __launch_bounds__(kThreads) attn_metadata_update(const UpdateKer
 #if defined(DSV4H_MUTANT_META_ROW0_BROADCAST)
   if (n == 1 && index > 0 && index < b.rows) {  // then real_rows is 1: this block builds no row
     __syncthreads();  // every thread has read locate_by_scan's shared result before it is reused
-    build_row(a, load_row(a, 0), RowSink{s, b, index, false, true});
+    build_row<kAllAligned>(a, load_row<kFixedTokens>(a, 0), RowSink{s, b, index, false, true});
     pad_extra_columns(b, s, index);
     return;
   }
 #endif
   const bool copied = index < n;  // so index < real_rows, but in the mutants that copy stale rows
-  if (index < row.real_rows) build_row(a, row, RowSink{s, b, index, true, copied});
+  if (index < row.real_rows) build_row<kAllAligned>(a, row, RowSink{s, b, index, true, copied});
   if (index >= b.rows) return;
   if (!copied) {
 #if !defined(DSV4H_MUTANT_META_TAIL_NOT_RESET) && !defined(DSV4H_MUTANT_META_FULL_SHAPE_COPY)
-    pad_row(b, index);
+    pad_row<kAllAligned>(b, index);
 #endif
     return;
   }
 #if defined(DSV4H_MUTANT_META_PADDING_ITEM) || defined(DSV4H_MUTANT_META_FULL_SHAPE_COPY)
   if (index >= row.real_rows) copy_staging_row(b, s, index);
 #endif
-  pad_extra_columns(b, s, index);
+  if (a.wider) pad_extra_columns(b, s, index);
 }
 
 __global__ void __launch_bounds__(kThreads) swa_gather(SwaGatherArgs a) {
@@ -430,9 +491,9 @@ Set set_of(const AttnMetadataBuffers& b, const std::string& which) {
   require(b.page_cols <= kMaxSize && b.c128_cols <= kMaxSize && b.index_topk <= kMaxSize,
           which + ": widths must be <= 2^24 (page_cols " + std::to_string(b.page_cols) + ", c128_cols " +
               std::to_string(b.c128_cols) + ", index_topk " + std::to_string(b.index_topk) + ")");
-  Set s{{b.page_table, b.raw_out_loc, b.seq_lens_casual, b.positions_casual, b.swa_page_indices, b.swa_topk_lengths,
-         b.c4_out_loc, b.c4_positions, b.c4_topk_lengths_raw, b.c4_topk_lengths_clamp1, b.c4_sparse_topk_lengths,
-         b.c4_sparse_page_indices, b.c128_out_loc, b.c128_positions, b.c128_topk_lengths_clamp1, b.c128_page_indices},
+  Set s{{b.raw_out_loc, b.seq_lens_casual, b.positions_casual, b.swa_topk_lengths, b.c4_out_loc, b.c4_positions,
+         b.c4_topk_lengths_raw, b.c4_topk_lengths_clamp1, b.c4_sparse_topk_lengths, b.c128_out_loc, b.c128_positions,
+         b.c128_topk_lengths_clamp1, b.page_table, b.swa_page_indices, b.c4_sparse_page_indices, b.c128_page_indices},
         static_cast<uint32_t>(b.rows), static_cast<uint32_t>(b.page_cols), static_cast<uint32_t>(b.c128_cols),
         static_cast<uint32_t>(b.index_topk), 0};
   if (b.rows == 0) return s;
@@ -486,6 +547,13 @@ void launch_attn_metadata_update(const AttnMetadataUpdateArgs& args, hipStream_t
   k.max_reqs = static_cast<uint32_t>(args.max_reqs);
   k.row_repeat = static_cast<uint32_t>(args.row_repeat);
   k.staging_rows = k.staging.rows;
+  if (args.tokens_per_request > 0) {  // 64-bit here: each product is at most 2^48 before the clamps
+    const int64_t per_request = args.tokens_per_request * args.row_repeat, staging = k.staging.rows;
+    const int64_t full = std::min<int64_t>(args.max_reqs, (staging + per_request - 1) / per_request);
+    k.full_reqs = static_cast<uint32_t>(full);
+    k.max_rows = static_cast<uint32_t>(std::min(full * per_request, staging));
+    k.rows_per_request = static_cast<uint32_t>(std::min(per_request, staging));
+  }
   k.req_to_token = args.req_to_token;
   k.full_to_swa = args.full_to_swa;
   k.pool = static_cast<uint32_t>(args.pool);
@@ -494,6 +562,8 @@ void launch_attn_metadata_update(const AttnMetadataUpdateArgs& args, hipStream_t
   k.page_starts = k.staging.page_cols > (k.staging.c128_cols + 1) / 2 ? k.staging.page_cols : (k.staging.c128_cols + 1) / 2;
   k.extend_lens = args.extend_lens;
   k.num_rows = args.num_rows;
+  k.wider = args.staging.page_cols < args.buffers.page_cols || args.staging.c128_cols < args.buffers.c128_cols ||
+            args.staging.index_topk < args.buffers.index_topk;
 #if defined(DSV4H_MUTANT_META_PADDING_ITEM)
   // Review finding 1: the row count read with .item(), a device-to-host synchronisation.
   int32_t rows_on_host = 0;
@@ -502,7 +572,13 @@ void launch_attn_metadata_update(const AttnMetadataUpdateArgs& args, hipStream_t
 #endif
   // A block per row of the larger set, at least one so that the row count is always written.
   const uint32_t rows = k.staging.rows > k.buffers.rows ? k.staging.rows : k.buffers.rows;
-  attn_metadata_update<<<rows > 0 ? rows : 1, kThreads, 0, stream>>>(k);
+  const dim3 grid(rows > 0 ? rows : 1);
+  const bool fixed_tokens = k.tokens_per_request > 0;
+  const bool all_aligned = (k.staging.aligned & k.buffers.aligned & kVectorFields) == kVectorFields;
+  if (fixed_tokens && all_aligned) attn_metadata_update<true, true><<<grid, kThreads, 0, stream>>>(k);
+  else if (fixed_tokens) attn_metadata_update<true, false><<<grid, kThreads, 0, stream>>>(k);
+  else if (all_aligned) attn_metadata_update<false, true><<<grid, kThreads, 0, stream>>>(k);
+  else attn_metadata_update<false, false><<<grid, kThreads, 0, stream>>>(k);
   DSV4H_LAUNCH_CHECK("attn_metadata_update");
 }
 

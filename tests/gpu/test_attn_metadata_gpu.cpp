@@ -20,6 +20,10 @@ std::vector<Case> cases() {
                            "attn_metadata(bs=64,real=63,mode=1,extend=16,seed=13)",
                            "attn_metadata(bs=128,real=1,mode=3,topk=4,seed=14)",
                            "attn_metadata(bs=130,mode=1,extend=3,pool=130,seed=15)",
+                           // page_table rows of 6 columns, not 16-byte multiples: the kernel's
+                           // variants for unaligned rows, fixed tokens and prefill
+                           "attn_metadata(bs=32,real=29,mode=2,extend=3,ctx=1300,seed=17)",
+                           "attn_metadata(bs=32,real=30,mode=1,extend=6,ctx=1300,max_seq_len=1000,seed=18)",
                            "mtp_expand(bs=256,topk=4,seed=16)"})
     all.push_back(parse_case(text));
   return all;
