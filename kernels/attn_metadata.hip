@@ -33,9 +33,10 @@
 //   aligned).
 //
 // One block of 128 threads per row of the larger set: 128 is the SWA window, so thread k computes
-// column k of swa_page_indices, and it reads req_to_token at the page starts 256 c, c = k, k + 128,
-// ... (four a round trip): that one value gives page_table column c and c128_page_indices columns
-// 2c and 2c + 1. Rows are few (bs x tokens per request) and independent, so a block per row fills
+// column k of swa_page_indices, and it reads req_to_token at the page starts 256 c, c = 4k, ...,
+// 4k + 3 (then 512 further a round trip): that one value gives page_table column c and
+// c128_page_indices columns 2c and 2c + 1, so a thread stores 16 bytes of page_table and 32 of
+// c128_page_indices a round in 16-byte stores (where the rows are aligned). Rows are few (bs x tokens per request) and independent, so a block per row fills
 // the device; the real counts are read on the device, so the grid is the bucket's, fixed at capture.
 // Blocks of 256 threads (two page starts each) and of 512 (one) were slower on the H200 at ctx 8192
 // and 131072 (bs 64 verify, ctx 131072: 4.1 -> 4.5 and 4.7 us; reports/gpu/*-e2d1856-*-partial.json).
@@ -61,7 +62,7 @@ namespace {
 
 constexpr int kThreads = 128;       // a thread per SWA column
 constexpr int kWarps = kThreads / 32;
-constexpr int kPagesPerThread = 4;  // page starts a thread reads in one round trip
+constexpr int kPagesPerThread = 4;  // consecutive page starts a thread reads in one round trip
 constexpr int32_t kPage = 256;
 constexpr int32_t kWindow = 128;
 constexpr int64_t kMaxSize = int64_t{1} << 24;  // widths, tokens per request and topk: 32-bit products stay exact
@@ -235,15 +236,22 @@ __device__ __forceinline__ int32_t checked_slot(const UpdateKernelArgs& a, int32
   return static_cast<uint32_t>(slot) < a.full_slots ? slot : -1;
 }
 
-// req_to_token at the thread's page starts first + i * kThreads + threadIdx.x (load_slot's values).
+// The thread's first page start of the round from `first`: it has four consecutive ones, so that
+// their page_table values are one 16-byte store and their c128_page_indices values two.
+__device__ __forceinline__ uint32_t first_page_start(uint32_t first) { return first + kPagesPerThread * threadIdx.x; }
+
+// Whether no thread of this warp has a page start in the round from `first` (uniform in the warp).
+__device__ __forceinline__ bool warp_has_no_pages(uint32_t first, uint32_t page_starts) {
+  return first + kPagesPerThread * (threadIdx.x & ~31u) >= page_starts;
+}
+
+// req_to_token at the thread's page starts (load_slot's values).
 __device__ __forceinline__ void load_pages(const UpdateKernelArgs& a, int32_t req, uint32_t first,
                                            int32_t (&slots)[kPagesPerThread]) {
+  const uint32_t c = first_page_start(first);
+  const bool none = warp_has_no_pages(first, a.page_starts);
 #pragma unroll
-  for (int i = 0; i < kPagesPerThread; ++i) {
-    const uint32_t c = first + i * kThreads + threadIdx.x;
-    // The first test is uniform: no thread loads past the last page start.
-    slots[i] = first + i * kThreads < a.page_starts && c < a.page_starts ? load_slot(a, req, c * kPage) : -1;
-  }
+  for (int i = 0; i < kPagesPerThread; ++i) slots[i] = !none && c + i < a.page_starts ? load_slot(a, req, (c + i) * kPage) : -1;
 }
 
 __device__ __forceinline__ void check_pages(const UpdateKernelArgs& a, int32_t (&slots)[kPagesPerThread]) {
@@ -284,64 +292,76 @@ __device__ __forceinline__ void put_scalars(const RowSink& o, const int32_t (&va
   (staging ? o.s : o.b).field[warp * kScalarsPerWarp + i][o.row] = v;
 }
 
-// Columns [0, cols) of row `one` and of row `two` (null: not written), in one loop: 16 bytes a
-// store where both rows are aligned.
-__device__ __forceinline__ void fill_rows(int32_t* one, int32_t* two, uint32_t cols, bool aligned, int32_t value) {
-  if (aligned) {
-    const uint32_t u = static_cast<uint32_t>(value);
+
+// Columns [from, to) of field f's rows, in the staging and/or the buffer set as `o` says, in one
+// loop: 16 bytes a store where `vector` (both rows aligned, from and to multiples of 4).
+__device__ __forceinline__ void fill_columns(const RowSink& o, Field f, uint32_t from, uint32_t to, bool vector,
+                                             int32_t value) {
+  int32_t* const s_row = row_of(o.s, f, o.row);
+  int32_t* const b_row = row_of(o.b, f, o.row);
+  if (vector) {
+    const int4 v = make_int4(value, value, value, value);
 #pragma unroll 1
-    for (uint32_t q = threadIdx.x; q < cols / 4; q += kThreads) {
-      if (one) reinterpret_cast<uint4*>(one)[q] = make_uint4(u, u, u, u);
-      if (two) reinterpret_cast<uint4*>(two)[q] = make_uint4(u, u, u, u);
+    for (uint32_t q = from / 4 + threadIdx.x; q < to / 4; q += kThreads) {
+      if (o.to_staging) reinterpret_cast<int4*>(s_row)[q] = v;
+      if (o.to_buffers) reinterpret_cast<int4*>(b_row)[q] = v;
     }
   } else {
 #pragma unroll 1
-    for (uint32_t c = threadIdx.x; c < cols; c += kThreads) {
-      if (one) one[c] = value;
-      if (two) two[c] = value;
+    for (uint32_t c = from + threadIdx.x; c < to; c += kThreads) {
+      if (o.to_staging) s_row[c] = value;
+      if (o.to_buffers) b_row[c] = value;
     }
   }
 }
 
-// Columns j and j + 1 (if below cols) of a row: one 8-byte store where the row is 16-byte aligned.
-__device__ __forceinline__ void put_pair(int32_t* row, uint32_t j, uint32_t cols, bool aligned, int32_t v0, int32_t v1) {
-  if (aligned) {
-    *reinterpret_cast<int2*>(row + j) = make_int2(v0, v1);
+// Columns [c, c + 4) of a row, those below cols: one 16-byte store where `vector` (the row aligned,
+// c and cols multiples of 4).
+__device__ __forceinline__ void put_quad(int32_t* row, uint32_t c, uint32_t cols, bool vector, int4 v) {
+  if (vector) {
+    if (c < cols) *reinterpret_cast<int4*>(row + c) = v;
   } else {
-    row[j] = v0;
-    if (j + 1 < cols) row[j + 1] = v1;
+    if (c < cols) row[c] = v.x;
+    if (c + 1 < cols) row[c + 1] = v.y;
+    if (c + 2 < cols) row[c + 2] = v.z;
+    if (c + 3 < cols) row[c + 3] = v.w;
   }
 }
 
-// page_table column c and c128_page_indices columns 2c, 2c + 1 of the thread's page starts.
+// page_table columns c and c128_page_indices columns 2c, 2c + 1 of the thread's page starts c, in
+// the staging widths.
 template <bool kAllAligned>
 __device__ __forceinline__ void put_pages(const RowSink& o, int32_t L, uint32_t first, uint32_t page_starts,
                                           const int32_t (&slots)[kPagesPerThread]) {
-  int32_t* const s_pages = row_of(o.s, kPageTable, o.row);
-  int32_t* const b_pages = row_of(o.b, kPageTable, o.row);
-  int32_t* const s_c128 = row_of(o.s, kC128PageIndices, o.row);
-  int32_t* const b_c128 = row_of(o.b, kC128PageIndices, o.row);
+  if (warp_has_no_pages(first, page_starts)) return;
+  const uint32_t c = first_page_start(first);
   const int32_t c128_blocks = L / 128;
-  // An aligned staging row has a multiple of 4 columns, so both columns of a pair exist there and
-  // in the (at least as wide) buffer row.
-  const bool pairs_s = aligned_rows<kAllAligned>(o.s, kC128PageIndices);
-  const bool pairs_b = pairs_s && aligned_rows<kAllAligned>(o.b, kC128PageIndices);
+  int32_t page[kPagesPerThread], c128[2 * kPagesPerThread];
 #pragma unroll
   for (int i = 0; i < kPagesPerThread; ++i) {
-    if (first + i * kThreads >= page_starts) break;  // in every thread: a uniform branch
-    const uint32_t c = first + i * kThreads + threadIdx.x;
-    const int32_t slot = slots[i];
-    const int32_t page = slot >= 0 ? slot / kPage : -1;
-    if (c < o.s.page_cols) {
-      if (o.to_staging) s_pages[c] = page;
-      if (o.to_buffers) b_pages[c] = page;
-    }
-    const uint32_t j = 2 * c;
-    if (j >= o.s.c128_cols) continue;
-    const int32_t v0 = static_cast<int32_t>(j) < c128_blocks && slot >= 0 ? page * 2 : -1;
-    const int32_t v1 = static_cast<int32_t>(j) + 1 < c128_blocks && slot >= 0 ? page * 2 + 1 : -1;
-    if (o.to_staging) put_pair(s_c128, j, o.s.c128_cols, pairs_s, v0, v1);
-    if (o.to_buffers) put_pair(b_c128, j, o.s.c128_cols, pairs_b, v0, v1);
+    page[i] = slots[i] >= 0 ? slots[i] / kPage : -1;
+    const int32_t j = static_cast<int32_t>(2 * (c + i));
+    c128[2 * i] = j < c128_blocks && slots[i] >= 0 ? page[i] * 2 : -1;
+    c128[2 * i + 1] = j + 1 < c128_blocks && slots[i] >= 0 ? page[i] * 2 + 1 : -1;
+  }
+  const int4 pages = make_int4(page[0], page[1], page[2], page[3]);
+  const int4 c128_lo = make_int4(c128[0], c128[1], c128[2], c128[3]);
+  const int4 c128_hi = make_int4(c128[4], c128[5], c128[6], c128[7]);
+  // An aligned staging row has a multiple of 4 columns, so the buffer row (at least as wide) has
+  // every column of a quad that the staging row has.
+  const bool pages_s = aligned_rows<kAllAligned>(o.s, kPageTable);
+  const bool pages_b = pages_s && aligned_rows<kAllAligned>(o.b, kPageTable);
+  const bool c128_s = aligned_rows<kAllAligned>(o.s, kC128PageIndices);
+  const bool c128_b = c128_s && aligned_rows<kAllAligned>(o.b, kC128PageIndices);
+  if (o.to_staging) {
+    put_quad(row_of(o.s, kPageTable, o.row), c, o.s.page_cols, pages_s, pages);
+    put_quad(row_of(o.s, kC128PageIndices, o.row), 2 * c, o.s.c128_cols, c128_s, c128_lo);
+    put_quad(row_of(o.s, kC128PageIndices, o.row), 2 * c + 4, o.s.c128_cols, c128_s, c128_hi);
+  }
+  if (o.to_buffers) {
+    put_quad(row_of(o.b, kPageTable, o.row), c, o.s.page_cols, pages_b, pages);
+    put_quad(row_of(o.b, kC128PageIndices, o.row), 2 * c, o.s.c128_cols, c128_b, c128_lo);
+    put_quad(row_of(o.b, kC128PageIndices, o.row), 2 * c + 4, o.s.c128_cols, c128_b, c128_hi);
   }
 }
 
@@ -378,8 +398,7 @@ __device__ __forceinline__ void build_row(const UpdateKernelArgs& a, const Row& 
   put_pages<kAllAligned>(o, L, 0, a.page_starts, slots);
   const bool c4_aligned = aligned_rows<kAllAligned>(o.s, kC4SparsePageIndices) &&
                           aligned_rows<kAllAligned>(o.b, kC4SparsePageIndices);
-  fill_rows(o.to_staging ? row_of(o.s, kC4SparsePageIndices, o.row) : nullptr,
-            o.to_buffers ? row_of(o.b, kC4SparsePageIndices, o.row) : nullptr, o.s.index_topk, c4_aligned, -1);
+  fill_columns(o, kC4SparsePageIndices, 0, o.s.index_topk, c4_aligned, -1);
   // Page starts beyond the first round trip's (ctx above 131072): a round trip each.
 #pragma unroll 1
   for (uint32_t first = kThreads * kPagesPerThread; first < a.page_starts; first += kThreads * kPagesPerThread) {
@@ -396,17 +415,18 @@ __device__ __forceinline__ void build_row(const UpdateKernelArgs& a, const Row& 
 template <bool kAllAligned>
 [[maybe_unused]] __device__ __forceinline__ void pad_row(const Set& b, uint32_t row) {
   constexpr int32_t padding[kScalars] = {0, 1, 0, 1, 0, 0, 0, 1, 1, 0, 0, 1};
-  put_scalars(RowSink{b, b, row, false, true}, padding);
+  const RowSink o{b, b, row, false, true};
+  put_scalars(o, padding);
   row_of(b, kSwaPageIndices, row)[threadIdx.x] = -1;
-  fill_rows(row_of(b, kC4SparsePageIndices, row), nullptr, b.index_topk, aligned_rows<kAllAligned>(b, kC4SparsePageIndices), -1);
-  fill_rows(row_of(b, kC128PageIndices, row), nullptr, b.c128_cols, aligned_rows<kAllAligned>(b, kC128PageIndices), -1);
-  fill_rows(row_of(b, kPageTable, row), nullptr, b.page_cols, aligned_rows<kAllAligned>(b, kPageTable), 0);  // page 0: the write sink
+  fill_columns(o, kC4SparsePageIndices, 0, b.index_topk, aligned_rows<kAllAligned>(b, kC4SparsePageIndices), -1);
+  fill_columns(o, kC128PageIndices, 0, b.c128_cols, aligned_rows<kAllAligned>(b, kC128PageIndices), -1);
+  fill_columns(o, kPageTable, 0, b.page_cols, aligned_rows<kAllAligned>(b, kPageTable), 0);  // page 0: the write sink
 }
 
 // The padding in the columns of buffer row `row` beyond the narrower staging fields.
 __device__ __forceinline__ void pad_extra_columns(const Set& b, const Set& s, uint32_t row) {
   const auto pad = [&](Field f, int32_t value) {
-    fill_rows(row_of(b, f, row) + cols_of(s, f), nullptr, cols_of(b, f) - cols_of(s, f), false, value);
+    fill_columns(RowSink{b, b, row, false, true}, f, cols_of(s, f), cols_of(b, f), false, value);
   };
   if (s.index_topk < b.index_topk) pad(kC4SparsePageIndices, -1);
   if (s.c128_cols < b.c128_cols) pad(kC128PageIndices, -1);
