@@ -10,7 +10,9 @@
 //   the width is a multiple of 4 and both addresses are aligned, else 1 column. Thread i takes
 //   unit i: consecutive threads store consecutive units, coalesced across row boundaries.
 // - A unit's field is counted from the fields' first units, 16 values in one parameter line,
-//   without a loop-carried chain; then one read of the field's own record.
+//   without a loop-carried chain; then one read of the field's own record. Each field's units
+//   start at a multiple of 32, so a warp reads one record: lanes reading different records of the
+//   parameters are served one record after the other.
 // - Divisions by a row's units and by topk are multiplications by magic numbers computed on the
 //   host (exact for dividends below 2^31, which the wrapper guarantees).
 // One unit per thread measured fastest (2 and 4 in flight per thread were slower at bs 256).
@@ -40,25 +42,25 @@ struct FieldUnits {
 };
 
 struct ExpandKernelArgs {
-  uint32_t first[kMtpMaxFields];  // each field's first unit; unused fields 2^32 - 1
-  uint32_t units;                 // of all fields
+  uint32_t first[kMtpMaxFields];  // each field's first unit, a multiple of 32; unused fields 2^32 - 1
   uint32_t requests;
+  uint32_t output_rows;           // a unit of a row beyond (a gap, or past the last field) does nothing
   Divider by_topk;
   FieldUnits field[kMtpMaxFields];
 };
 
 __global__ void __launch_bounds__(kThreads) mtp_expand(ExpandKernelArgs a) {
 #if defined(DSV4H_MUTANT_NOOP)
-  if (a.units > 0) return;
+  if (a.output_rows > 0) return;
 #endif
   const uint32_t unit = blockIdx.x * kThreads + threadIdx.x;
-  if (unit >= a.units) return;
   int f = 0;
 #pragma unroll
   for (int g = 1; g < kMtpMaxFields; ++g) f += unit >= a.first[g];
   const FieldUnits& field = a.field[f];
   const uint32_t local = unit - a.first[f];
   const uint32_t row = divide(local, field.by_row_units);
+  if (row >= a.output_rows) return;
   const size_t col = static_cast<size_t>(local - row * field.row_units) * field.width;
   int32_t* const to = field.expanded + static_cast<size_t>(local) * field.width;
 #if defined(DSV4H_MUTANT_MTP_ZERO_PAD)
@@ -100,12 +102,14 @@ void launch_mtp_expand(const MtpExpandArgs& args, hipStream_t stream) {
   ExpandKernelArgs k{};
   for (uint32_t& first : k.first) first = UINT32_MAX;
   k.requests = static_cast<uint32_t>(args.requests);
+  k.output_rows = static_cast<uint32_t>(args.output_rows);
   k.by_topk = divider_for(static_cast<uint32_t>(args.topk));
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   int64_t units = 0;
   for (int f = 0; f < args.num_fields; ++f) {
     const int64_t width = args.cols[f] % 4 == 0 && aligned(args.per_request[f]) && aligned(args.expanded[f]) ? 4 : 1;
     const int64_t row_units = args.cols[f] / width;
+    units = (units + 31) / 32 * 32;
     // Every unit index fits the kernel's 32-bit arithmetic and its dividers (below 2^31).
     require(units + args.output_rows * row_units < (int64_t{1} << 31),
             "field " + std::to_string(f) + ": the output passes 2^31 work units (" + std::to_string(args.output_rows) +
@@ -115,7 +119,6 @@ void launch_mtp_expand(const MtpExpandArgs& args, hipStream_t stream) {
                             divider_for(static_cast<uint32_t>(row_units)), static_cast<uint32_t>(width)};
     units += args.output_rows * row_units;
   }
-  k.units = static_cast<uint32_t>(units);
   mtp_expand<<<static_cast<unsigned>((units + kThreads - 1) / kThreads), kThreads, 0, stream>>>(k);
   DSV4H_LAUNCH_CHECK("mtp_expand");
 }
