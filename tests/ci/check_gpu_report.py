@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""ci/gpu-report.py collect on a made-up run (no GPU): a benchmark binary run in three processes
+(bench-<binary>.p<i>.json) becomes one entry a benchmark holding the median over the processes of
+its time, of its numeric counters (a paired ratio too) and of the copy ceiling, with each process's
+time; a label is kept; a binary run once (bench-<binary>.json) is taken as it is.
+
+usage: check_gpu_report.py
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPORT = os.path.join(ROOT, "ci", "gpu-report.py")
+
+
+def median_entry(name, us, ratio, ceiling):
+    """Google Benchmark's median aggregate of a benchmark, as --benchmark_out writes it."""
+    return {"name": name + "_median", "run_name": name, "run_type": "aggregate", "aggregate_name": "median",
+            "repetitions": 10, "real_time": us, "cpu_time": us, "time_unit": "us", "bytes": 1000,
+            "copy_ceiling_GBps": ceiling, "ratio_to_empty": ratio, "label": "case(seed=7)"}
+
+
+def write(work, file, entries):
+    with open(os.path.join(work, file), "w") as f:
+        json.dump({"context": {"host_name": "fake"}, "benchmarks": entries}, f)
+
+
+def main():
+    failures = []
+
+    def check(what, ok):
+        print(("ok    " if ok else "FAIL  ") + what)
+        if not ok:
+            failures.append(what)
+
+    with tempfile.TemporaryDirectory() as work:
+        # Three processes: the second runs in the slow mode.
+        for i, (us, ratio, ceiling) in enumerate(((2.0, 1.45, 3900.0), (2.3, 1.62, 4000.0), (2.1, 1.48, 3950.0)), 1):
+            write(work, f"bench-bench_a.p{i}.json",
+                  [median_entry("BM_store/tokens:8/manual_time", us, ratio, ceiling),
+                   {"name": "BM_store/tokens:8/manual_time", "run_name": "BM_store/tokens:8/manual_time",
+                    "run_type": "iteration", "real_time": 9.9, "time_unit": "us"}])
+        write(work, "bench-bench_b.json", [median_entry("BM_gather/manual_time", 5.0, 3.0, 3800.0)])
+        out = os.path.join(work, "results.json")
+        run = subprocess.run([sys.executable, REPORT, "collect", "--work", work, "--out", out],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        check("collect exits 0", run.returncode == 0)
+        if run.returncode != 0:
+            print(run.stdout)
+            return 1
+        by_name = {b["name"]: b for b in json.load(open(out))["benchmarks"]}
+        check("one entry a benchmark, not one a process", sorted(by_name) == ["BM_gather/manual_time",
+                                                                            "BM_store/tokens:8/manual_time"])
+        a = by_name["BM_store/tokens:8/manual_time"]
+        check("the time is the median over the processes", a["median_us"] == 2.1)
+        check("each process's time is kept", a.get("processes") == 3 and a.get("process_median_us") == [2.0, 2.3, 2.1])
+        check("a paired ratio is the median over the processes", a["counters"].get("ratio_to_empty") == 1.48)
+        check("the copy ceiling is the median over the processes", a["copy_ceiling_GBps"] == 3950.0)
+        check("a label is kept", a["counters"].get("label") == "case(seed=7)")
+        b = by_name["BM_gather/manual_time"]
+        check("a binary run once is taken as it is", b["median_us"] == 5.0 and "processes" not in b
+              and b["counters"].get("ratio_to_empty") == 3.0)
+    print("check_gpu_report: " + ("FAILED: " + "; ".join(failures) if failures else "all passed"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
