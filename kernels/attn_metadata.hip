@@ -36,8 +36,15 @@
 // column k of swa_page_indices, and it reads req_to_token at the page starts 256 c, c = 4k, ...,
 // 4k + 3 (then 512 further a round trip): that one value gives page_table column c and
 // c128_page_indices columns 2c and 2c + 1, so a thread stores 16 bytes of page_table and 32 of
-// c128_page_indices a round in 16-byte stores (where the rows are aligned). Rows are few (bs x tokens per request) and independent, so a block per row fills
-// the device; the real counts are read on the device, so the grid is the bucket's, fixed at capture.
+// c128_page_indices a round in 16-byte stores (where the rows are aligned). Against one page start
+// every 128 columns, on the H200: ctx 131072 bs 1-64 decode and bs 1-8 verify 0.14-0.26 us faster,
+// but bs 256 verify ctx 131072 8.9 -> 10.9 us and ctx 8192 bs 64-256 up to 0.19 us slower (a warp's
+// c128 stores, lanes 32 bytes apart, cover each sector in two instructions;
+// reports/gpu/2026-12-03-80df6eb-h200-ab-meta-pages4.json). Pairs of page starts, 8- and 16-byte
+// stores lane after lane, undo the bs 256 cost but lose 0.1-0.2 us at ctx 131072 bs 8-64
+// (reports/gpu/2026-12-03-3904df9-h200-ab-meta-pairs.json). Rows are few (bs x tokens per request)
+// and independent, so a block per row fills the device; the real counts are read on the device, so
+// the grid is the bucket's, fixed at capture.
 // Blocks of 256 threads (two page starts each) and of 512 (one) were slower on the H200 at ctx 8192
 // and 131072 (bs 64 verify, ctx 131072: 4.1 -> 4.5 and 4.7 us; reports/gpu/*-e2d1856-*-partial.json).
 // In decode and target verify (tokens per request fixed) a row's request is known without the
