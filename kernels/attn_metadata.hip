@@ -157,7 +157,7 @@ __device__ int64_t block_inclusive_sum(int64_t value, int64_t* scratch) {
 
 struct RowSource {
   uint32_t request = UINT32_MAX, token = 0;  // request UINT32_MAX: the row belongs to nobody
-  int64_t tokens = 0;                        // the step's tokens over all real requests
+  int64_t tokens = 0;                        // prefill: the step's tokens over all real requests
 };
 
 // Prefill: the request that owns token `token`, from a running scan of extend_lens (64-bit: a sum
