@@ -56,21 +56,28 @@ __device__ __forceinline__ void load_rows(const StorePart& a, int64_t tokens, in
   }
 }
 
+// The largest |value| of eight bf16 values (0 where all are NaN), as a tree of three levels
+// rather than a chain of eight: fmaxf ignores a NaN operand, so any order gives the same result.
 __device__ __forceinline__ float amax8(uint4 in) {
-  const uint16_t* v = reinterpret_cast<const uint16_t*>(&in);
-  float amax = 0.f;
+  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
+  float pair_max[4];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(kv_fp8::bf16_to_float(v[i])));
-  return amax;
+  for (int i = 0; i < 4; ++i)
+    pair_max[i] = fmaxf(fabsf(__uint_as_float(w[i] << 16)), fabsf(__uint_as_float(w[i] & 0xffff0000u)));
+  return fmaxf(fmaxf(fmaxf(pair_max[0], pair_max[1]), fmaxf(pair_max[2], pair_max[3])), 0.f);
 }
 
 // A MODEL1 token is 64 threads: each holds 16 B, the 8 threads of a 64-dim tile agree on its amax
 // through lane exchanges, and each writes its 8 fp8 codes as one 8-byte store. The scale bytes
-// (7 exponents and the zero pad) are two 4-byte words, one per 32 threads (tiles 0-3, then 4-6 and
-// the pad), gathered by lane exchanges and stored by the first thread of the 32: no shared memory
-// and no barrier on a decode store's chain (on the H200, 1 token: 2.01 -> 1.95 us, 256 tokens:
-// 2.45 -> 2.35, two rounds in one device call agreeing). Rows whose location is 0 or -1 (and
-// slots outside the pool, which the harness rejects before launching) store nothing.
+// (7 exponents and the zero pad) are stored by the first thread of each tile and the first rope
+// thread, a byte each: no shared memory and no barrier on a decode store's chain (on the H200, 1
+// token: 2.01 -> 1.95 us, 256 tokens: 2.45 -> 2.35 against shared memory, two rounds in one
+// device call agreeing), and no lane exchanges gathering them into words (with amax8's tree,
+// against two words gathered by three exchanges and a chain of eight maxima: 1M tokens 442 -> 428
+// us at page runs and 518 -> 512 shuffled, decode sizes 0.05-0.12 us faster where the unchanged
+// floor kernels moved 0.02-0.08; reports/gpu/2026-12-03-b86392d-h200-ab-store-scale-bytes.json).
+// Rows whose location is 0 or -1 (and slots outside the pool, which the harness rejects before
+// launching) store nothing.
 template <int kSteps>
 __device__ __forceinline__ void store_model1(const StorePart& a, int64_t tokens, int64_t block) {
   const int t = threadIdx.x % kModel1ThreadsPerToken;
@@ -78,15 +85,9 @@ __device__ __forceinline__ void store_model1(const StorePart& a, int64_t tokens,
   int32_t slot[kSteps];
   uint4 in[kSteps];
   load_rows<kSteps, kModel1Groups, kModel1ThreadsPerToken, 512>(a, tokens, block, row, slot, in);
-  int exponent[kSteps];
-  uint32_t scale_word[kSteps];  // every lane of the warp takes part in the exchanges, before any branch
+  int exponent[kSteps];  // every lane of the warp takes part in the exchange, before any branch
 #pragma unroll
-  for (int i = 0; i < kSteps; ++i) {
-    exponent[i] = kv_fp8::scale_exponent(max_over_lanes(amax8(in[i]), 8), -13);
-    const uint32_t byte = t < 56 ? static_cast<uint32_t>(exponent[i] + 127) : 0u;  // rope threads: the pad
-    scale_word[i] = byte | from_lane_above(byte, 8, 32) << 8 | from_lane_above(byte, 16, 32) << 16 |
-                    from_lane_above(byte, 24, 32) << 24;
-  }
+  for (int i = 0; i < kSteps; ++i) exponent[i] = kv_fp8::scale_exponent(max_over_lanes(amax8(in[i]), 8), -13);
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     if (!(slot[i] > 0 && static_cast<uint32_t>(slot[i]) < a.slots)) continue;
@@ -98,8 +99,8 @@ __device__ __forceinline__ void store_model1(const StorePart& a, int64_t tokens,
     } else {
       *reinterpret_cast<uint4*>(entry + 448 + (t - 56) * 16) = in[i];  // rope, as it is
     }
-    if (t % 32 == 0)
-      *reinterpret_cast<uint32_t*>(page + size_t{a.tokens_per_page} * 576 + place.entry * 8 + t / 8) = scale_word[i];
+    if (t % 8 == 0)  // tile t / 8's exponent, or (t = 56) the pad
+      page[size_t{a.tokens_per_page} * 576 + place.entry * 8 + t / 8] = t < 56 ? static_cast<uint8_t>(exponent[i] + 127) : 0;
   }
 }
 

@@ -138,18 +138,6 @@ __device__ __forceinline__ float max_over_lanes(float value, int width) {
 }
 #endif
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
-// `value` of the lane `delta` above this one within each aligned group of `width` lanes (this
-// lane's own where that is past the group). Every lane of the warp must call it.
-__device__ __forceinline__ uint32_t from_lane_above(uint32_t value, int delta, int width) {
-#if defined(DSV4H_GPU_NVIDIA)
-  return __shfl_down_sync(0xffffffffu, value, delta, width);
-#else
-  return __shfl_down(value, delta, width);
-#endif
-}
-#endif
-
 #if defined(DSV4H_GPU_AMD)
 inline constexpr const char* kGpuVendor = "amd";
 #else
