@@ -42,9 +42,14 @@
 // c128 stores, lanes 32 bytes apart, cover each sector in two instructions;
 // reports/gpu/2026-12-03-80df6eb-h200-ab-meta-pages4.json). Pairs of page starts, 8- and 16-byte
 // stores lane after lane, undo the bs 256 cost but lose 0.1-0.2 us at ctx 131072 bs 8-64
-// (reports/gpu/2026-12-03-3904df9-h200-ab-meta-pairs.json). Rows are few (bs x tokens per request)
-// and independent, so a block per row fills the device; the real counts are read on the device, so
-// the grid is the bucket's, fixed at capture.
+// (reports/gpu/2026-12-03-3904df9-h200-ab-meta-pairs.json). One or two page starts a thread where a
+// row has at most 128 or 256 (coalesced stores) changed nothing measurable at ctx 8192; that build
+// also issued round trip 2 before the count, its loads guarded by one count, and was 0.1-0.16 us
+// slower at ctx 131072 bs 8-64 decode and bs 1 verify, where its SASS has the SWA load, which round
+// trip 3 waits for, after all four page loads (128 requests a warp), here after the first
+// (reports/gpu/2026-12-03-b86392d-h200-ab-meta-raw-rt1.json). Rows are few (bs x tokens per
+// request) and independent, so a block per row fills the device; the real counts are read on the
+// device, so the grid is the bucket's, fixed at capture.
 // Blocks of 256 threads (two page starts each) and of 512 (one) were slower on the H200 at ctx 8192
 // and 131072 (bs 64 verify, ctx 131072: 4.1 -> 4.5 and 4.7 us; reports/gpu/*-e2d1856-*-partial.json).
 // In decode and target verify (tokens per request fixed) a row's request is known without the
