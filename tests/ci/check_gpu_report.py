@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""ci/gpu-report.py collect on a made-up run (no GPU): a benchmark binary run in three processes
-(bench-<binary>.p<i>.json) becomes one entry a benchmark holding the median over the processes of
-its time, of its numeric counters (a paired ratio too) and of the copy ceiling, with each process's
-time; a label is kept; a binary run once (bench-<binary>.json) is taken as it is.
+"""ci/gpu-report.py collect and merge on a made-up run (no GPU): a benchmark binary run in three
+processes (bench-<binary>.p<i>.json) becomes one entry a benchmark holding the median over the
+processes of its time, of its numeric counters (a paired ratio too) and of the copy ceiling, with
+each process's time and paired ratio; a label is kept; a binary run once (bench-<binary>.json) is
+taken as it is; merge judges a paired ratio goal on the median and lists each process's ratio.
 
 usage: check_gpu_report.py
 """
@@ -14,6 +15,9 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REPORT = os.path.join(ROOT, "ci", "gpu-report.py")
+
+
+STORE = "BM_kv_store/tokens:8/scatter:1/manual_time"
 
 
 def median_entry(name, us, ratio, ceiling):
@@ -40,9 +44,9 @@ def main():
         # Three processes: the second runs in the slow mode.
         for i, (us, ratio, ceiling) in enumerate(((2.0, 1.45, 3900.0), (2.3, 1.62, 4000.0), (2.1, 1.48, 3950.0)), 1):
             write(work, f"bench-bench_a.p{i}.json",
-                  [median_entry("BM_store/tokens:8/manual_time", us, ratio, ceiling),
-                   {"name": "BM_store/tokens:8/manual_time", "run_name": "BM_store/tokens:8/manual_time",
-                    "run_type": "iteration", "real_time": 9.9, "time_unit": "us"}])
+                  [median_entry(STORE, us, ratio, ceiling),
+                   {"name": STORE, "run_name": STORE, "run_type": "iteration", "real_time": 9.9, "time_unit": "us"},
+                   median_entry("BM_empty_kernel_pool/manual_time", 1.4, 1.0, ceiling)])
         write(work, "bench-bench_b.json", [median_entry("BM_gather/manual_time", 5.0, 3.0, 3800.0)])
         out = os.path.join(work, "results.json")
         run = subprocess.run([sys.executable, REPORT, "collect", "--work", work, "--out", out],
@@ -52,17 +56,27 @@ def main():
             print(run.stdout)
             return 1
         by_name = {b["name"]: b for b in json.load(open(out))["benchmarks"]}
-        check("one entry a benchmark, not one a process", sorted(by_name) == ["BM_gather/manual_time",
-                                                                            "BM_store/tokens:8/manual_time"])
-        a = by_name["BM_store/tokens:8/manual_time"]
+        check("one entry a benchmark, not one a process",
+              sorted(by_name) == ["BM_empty_kernel_pool/manual_time", "BM_gather/manual_time", STORE])
+        a = by_name[STORE]
         check("the time is the median over the processes", a["median_us"] == 2.1)
         check("each process's time is kept", a.get("processes") == 3 and a.get("process_median_us") == [2.0, 2.3, 2.1])
         check("a paired ratio is the median over the processes", a["counters"].get("ratio_to_empty") == 1.48)
+        check("each process's paired ratio is kept", a.get("process_ratio_to_empty") == [1.45, 1.62, 1.48])
         check("the copy ceiling is the median over the processes", a["copy_ceiling_GBps"] == 3950.0)
         check("a label is kept", a["counters"].get("label") == "case(seed=7)")
         b = by_name["BM_gather/manual_time"]
         check("a binary run once is taken as it is", b["median_us"] == 5.0 and "processes" not in b
               and b["counters"].get("ratio_to_empty") == 3.0)
+        report = os.path.join(work, "report.json")
+        run = subprocess.run([sys.executable, REPORT, "merge", out, "--commit", "0" * 40, "--out", report],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        check("merge exits 0", run.returncode == 0)
+        goals = {g["goal"]: g for g in json.load(open(report))["goals"]} if run.returncode == 0 else {}
+        goal = goals.get("kv store of 8 tokens: <= 1.5x an empty kernel", {})
+        check("the ratio goal is judged on the median over the processes", goal.get("value") == 1.48 and goal.get("met"))
+        check("the ratio goal lists each process's ratio", goal.get("value_by_process") == [1.45, 1.62, 1.48])
+        check("merge prints each process's ratio", "(processes 1.45 1.62 1.48)" in run.stdout)
     print("check_gpu_report: " + ("FAILED: " + "; ".join(failures) if failures else "all passed"))
     return 1 if failures else 0
 
