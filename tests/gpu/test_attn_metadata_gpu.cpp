@@ -24,6 +24,13 @@ std::vector<Case> cases() {
                            // variants for unaligned rows, fixed tokens and prefill
                            "attn_metadata(bs=32,real=29,mode=2,extend=3,ctx=1300,seed=17)",
                            "attn_metadata(bs=32,real=30,mode=1,extend=6,ctx=1300,max_seq_len=1000,seed=18)",
+                           // rows of 235-512 page starts, so every warp of a block has some (as
+                           // in the decode-only verify case of ctx 524289), aligned and not,
+                           // fixed tokens and prefill
+                           "attn_metadata(bs=4,mode=2,extend=3,ctx=60000,pool=4,seed=19)",
+                           "attn_metadata(bs=4,mode=1,extend=5,ctx=65536,pool=4,seed=20)",
+                           "attn_metadata(bs=3,mode=0,ctx=131072,pool=3,seed=21)",
+                           "attn_metadata(bs=4,mode=1,extend=4,ctx=100000,pool=4,seed=22)",
                            "mtp_expand(bs=256,topk=4,seed=16)"})
     all.push_back(parse_case(text));
   return all;
