@@ -167,6 +167,9 @@ def slowest(*floors):
     return max(present, key=lambda f: f["median_us"]) if present else None
 
 
+PAIRED = "paired with its samples"  # how a ratio to the empty kernel was measured, where it was
+
+
 def ratio_to_empty(b, empty):
     """A benchmark's time over an empty kernel's, and how it was measured: the median of the ratios
     to an empty kernel timed right after each of its samples (counter ratio_to_empty, since the
@@ -176,16 +179,16 @@ def ratio_to_empty(b, empty):
         return None, None
     paired = b.get("counters", {}).get("ratio_to_empty")
     if paired:
-        return paired, "paired with its samples"
+        return paired, PAIRED
     if empty:
         return b["median_us"] / empty["median_us"], "against the empty-kernel benchmark"
     return None, None
 
 
-def with_processes(goal, b, measured):
+def with_processes(goal, b):
     """A paired ratio goal with the ratio each benchmark process measured, where there were several:
     a value near its bound can be met in some processes and missed in others."""
-    if measured == "paired with its samples" and b.get("process_ratio_to_empty"):
+    if goal.get("ratio_measured") == PAIRED and b.get("process_ratio_to_empty"):
         goal["value_by_process"] = [round(v, 3) for v in b["process_ratio_to_empty"]]
     return goal
 
@@ -269,7 +272,7 @@ def judge_metadata(report, by_name):
             floor = slowest(by_name.get("BM_dependent_loads_graph/depth:1/manual_time"),
                             by_name.get(f"BM_copy_same_bytes_mtp/bs:{peer['bs']}/topk:{peer['topk']}/fields:{peer['fields']}/manual_time"))
             goals.append(with_floor(with_processes({"goal": f"{what}: <= 1.5x an empty-kernel graph", "value": round(ratio, 3),
-                                                    "met": ratio <= 1.5, "ratio_measured": measured}, ours, measured),
+                                                    "met": ratio <= 1.5, "ratio_measured": measured}, ours),
                                     time_ratio(floor, empty), lambda v: v <= 1.5))
         ratio = ours["median_us"] / peer["graph_us"]
         goals.append({"goal": f"{what}: faster than torch repeat_interleave in a graph ({peer['graph_us']:.1f} us)",
@@ -309,7 +312,7 @@ def judge_memory_pool(report, by_name):
                                   ratio_to_empty(scatter, empty)[0]) if r is not None]
             goals.append(with_floor(with_processes({"goal": f"kv store of {tokens} tokens: <= 1.5x an empty kernel",
                                                     "value": round(ratio, 3), "met": ratio <= 1.5, "ratio_measured": measured},
-                                                   store, measured),
+                                                   store),
                                     max(floors) if floors else None, lambda v: v <= 1.5))
     for peer in report.get("torch_peers_more", {}).get("memory_pool", {}).get("memory_pool", []):
         for op in ("store", "gather"):

@@ -304,7 +304,6 @@ __device__ __forceinline__ void put_scalars(const RowSink& o, const int32_t (&va
   (staging ? o.s : o.b).field[warp * kScalarsPerWarp + i][o.row] = v;
 }
 
-
 // Columns [from, to) of field f's rows, in the staging and/or the buffer set as `o` says, in one
 // loop: 16 bytes a store where `vector` (both rows aligned, from and to multiples of 4).
 __device__ __forceinline__ void fill_columns(const RowSink& o, Field f, uint32_t from, uint32_t to, bool vector,
