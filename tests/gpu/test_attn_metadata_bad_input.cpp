@@ -65,7 +65,7 @@ TEST(MetadataGpuBadInput, UpdateRefusesTopkZero) {
   expect_refused([&] { launch_attn_metadata_update(args, nullptr); }, "row_repeat (topk) must be >= 1, got 0");
 }
 
-TEST(MetadataGpuBadInput, MtpExpandRefusesTopkZeroAnImpliedSizeAndAnOversizedOutput) {
+TEST(MetadataGpuBadInput, MtpExpandRefusesTopkZeroAnImpliedSizeAndAnOversizedInput) {
   DSV4H_GPU_OR_SKIP(gpu);
   MtpExpandArgs args{};
   args.num_fields = 1;
@@ -76,14 +76,14 @@ TEST(MetadataGpuBadInput, MtpExpandRefusesTopkZeroAnImpliedSizeAndAnOversizedOut
   args.topk = 2;
   args.output_rows = 9;
   expect_refused([&] { launch_mtp_expand(args, nullptr); }, "output_rows 9 != requests 4 x topk 2");
-  // 2^24 rows of 257 columns: more work units than the kernel's 32-bit indices reach.
+  // 2^24 requests of 257 columns: more work units than the kernel's 32-bit indices reach.
   static int32_t dummy;
   args.per_request[0] = args.expanded[0] = &dummy;
   args.cols[0] = 257;
-  args.requests = int64_t{1} << 22;
-  args.topk = 4;
+  args.requests = int64_t{1} << 24;
+  args.topk = 1;
   args.output_rows = int64_t{1} << 24;
-  expect_refused([&] { launch_mtp_expand(args, nullptr); }, "field 0: the output passes 2^31 work units");
+  expect_refused([&] { launch_mtp_expand(args, nullptr); }, "field 0: the input passes 2^31 work units");
 }
 
 TEST(MetadataGpuBadInput, MoreRealRequestsThanTheBucketIsRefusedBeforeLaunch) {
