@@ -47,9 +47,12 @@
 // also issued round trip 2 before the count, its loads guarded by one count, and was 0.1-0.16 us
 // slower at ctx 131072 bs 8-64 decode and bs 1 verify, where its SASS has the SWA load, which round
 // trip 3 waits for, after all four page loads (128 requests a warp), here after the first
-// (reports/gpu/2026-12-03-b86392d-h200-ab-meta-raw-rt1.json). Rows are few (bs x tokens per
-// request) and independent, so a block per row fills the device; the real counts are read on the
-// device, so the grid is the bucket's, fixed at capture.
+// (reports/gpu/2026-12-03-b86392d-h200-ab-meta-raw-rt1.json). The c4_sparse_page_indices fill
+// (-1, 2 KB of a row's 3 at ctx 8192) issued early, the buffer row's under round trip 1 and the
+// staging row's under round trip 2, made bs 256 verify 0.24-0.36 us faster but bs 256 decode ctx
+// 8192 0.125 us slower (5 of 6 rounds; reports/gpu/2026-12-03-9f34ada-h200-ab-meta-c4-early.json).
+// Rows are few (bs x tokens per request) and independent, so a block per row fills the device; the
+// real counts are read on the device, so the grid is the bucket's, fixed at capture.
 // Blocks of 256 threads (two page starts each) and of 512 (one) were slower on the H200 at ctx 8192
 // and 131072 (bs 64 verify, ctx 131072: 4.1 -> 4.5 and 4.7 us; reports/gpu/*-e2d1856-*-partial.json).
 // In decode and target verify (tokens per request fixed) a row's request is known without the
