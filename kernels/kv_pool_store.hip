@@ -183,9 +183,9 @@ void check_layer(const KvPoolSet& pools, const KvStepLocations& step, const KvLa
 // these was faster (ci/gpu-ab, 6 rounds, every change unclear): blocks of 64 threads, one token
 // each (+0.03 to +0.09 us; reports/gpu/2026-12-03-9f34ada-h200-ab-store-block64.json); a ratio-0
 // kernel holding the SWA part alone, with the software fp8 rounding out of line
-// (reports/gpu/2026-12-03-f4bc5d0-h200-ab-store-small.json, and -9f34ada-h200-ab-store-swa-only.json
-// with the next); the hardware fp8 path chosen from the input's bits (no inf or NaN) rather than
-// from the scaled values (-9f34ada-h200-ab-store-finite.json).
+// (reports/gpu/2026-12-03-f4bc5d0-h200-ab-store-small.json; -9f34ada-h200-ab-store-swa-only.json
+// together with the next change); the hardware fp8 path chosen from the input's bits (no inf or
+// NaN) rather than from the scaled values (-9f34ada-h200-ab-store-finite.json).
 template <int kSteps>
 void launch_store(LayerStore a, const KvStepLocations& step, int ratio, hipStream_t stream) {
   const int64_t model1_per_block = kModel1Groups * kSteps, indexer_per_block = kIndexerGroups * kSteps;
