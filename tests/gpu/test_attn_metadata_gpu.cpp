@@ -31,7 +31,10 @@ std::vector<Case> cases() {
                            "attn_metadata(bs=4,mode=1,extend=5,ctx=65536,pool=4,seed=20)",
                            "attn_metadata(bs=3,mode=0,ctx=131072,pool=3,seed=21)",
                            "attn_metadata(bs=4,mode=1,extend=4,ctx=100000,pool=4,seed=22)",
-                           "mtp_expand(bs=256,topk=4,seed=16)"})
+                           "mtp_expand(bs=256,topk=4,seed=16)",
+                           // topk above 4: the expansion's copy loop (unrolled by 3 after copy 0)
+                           // runs both its unrolled body and its remainder
+                           "mtp_expand(bs=5,topk=7,seed=23)"})
     all.push_back(parse_case(text));
   return all;
 }
