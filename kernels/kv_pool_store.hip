@@ -76,6 +76,11 @@ __device__ __forceinline__ float amax8(uint4 in) {
 // against two words gathered by three exchanges and a chain of eight maxima: 1M tokens 442 -> 428
 // us at page runs and 518 -> 512 shuffled, decode sizes 0.05-0.12 us faster where the unchanged
 // floor kernels moved 0.02-0.08; reports/gpu/2026-12-03-b86392d-h200-ab-store-scale-bytes.json).
+// The exchange as one __reduce_max_sync a group was 0.16-0.21 us slower at every decode size: with
+// a mask per group, nvcc reduces the warp's groups one after the other
+// (reports/gpu/2026-12-04-1bae12c-h200-ab-store-redux.json). Of the 64-token store's 0.26 us over
+// its floor, the conversion is about 0.15 and the exchange 0.08; without either the store is still
+// 1.48x the empty kernel (reports/gpu/2026-12-04-1bae12c-h200-store-chain-parts.json).
 // Rows whose location is 0 or -1 (and slots outside the pool, which the harness rejects before
 // launching) store nothing.
 template <int kSteps>
