@@ -190,7 +190,10 @@ void check_layer(const KvPoolSet& pools, const KvStepLocations& step, const KvLa
 // kernel holding the SWA part alone, with the software fp8 rounding out of line
 // (reports/gpu/2026-12-03-f4bc5d0-h200-ab-store-small.json; -9f34ada-h200-ab-store-swa-only.json
 // together with the next change); the hardware fp8 path chosen from the input's bits (no inf or
-// NaN) rather than from the scaled values (-9f34ada-h200-ab-store-finite.json).
+// NaN) rather than from the scaled values (-9f34ada-h200-ab-store-finite.json). Of seven layouts
+// of the floor's bytes (8 to 64 threads a token, blocks of 64 to 256), this one moved 8 and 64
+// tokens fastest, and none brought 256 tokens within 1.5x of the empty kernel
+// (reports/gpu/2026-12-04-1bae12c-h200-store-floor-layouts.json).
 template <int kSteps>
 void launch_store(LayerStore a, const KvStepLocations& step, int ratio, hipStream_t stream) {
   const int64_t model1_per_block = kModel1Groups * kSteps, indexer_per_block = kIndexerGroups * kSteps;
