@@ -23,7 +23,12 @@
 //   round trip 1 reads the count, the row's request, its kv length and out location; round trip 2
 //   the full slots of the SWA position and of the page starts, while the row's twelve one-value
 //   fields are stored (three a warp, one store a lane of lanes 0-5: staging and buffer); round
-//   trip 3 the SWA slot, while page_table, c128_page_indices and c4_sparse_page_indices are stored.
+//   trip 3 the SWA slot, while page_table and c128_page_indices are stored. The
+//   c4_sparse_page_indices fill (-1, two thirds of a row's bytes at ctx 8192) comes last, after the
+//   SWA stores: under round trip 3 it was 0.06-0.13 us slower at 256 and 1024 rows (6 of 6 rounds;
+//   reports/gpu/2026-12-04-43153aa-h200-ab-meta-c4-last.json), as if its stores lengthened that
+//   round trip; moving the page stores, or them and the one-value fields, after the SWA stores too
+//   was slower than this (reports/gpu/2026-12-04-43153aa-h200-meta-store-order.json).
 //   A round trip's loads are all issued before the first of them is checked: a check in between
 //   makes the next load wait for the value (ncu's SASS of exp/meta-special v2 showed five serial
 //   loads in round trip 2; reports/gpu/2026-12-03-6265b98-h200-ab-meta-special.json).
@@ -50,7 +55,8 @@
 // (reports/gpu/2026-12-03-b86392d-h200-ab-meta-raw-rt1.json). The c4_sparse_page_indices fill
 // (-1, 2 KB of a row's 3 at ctx 8192) issued early, the buffer row's under round trip 1 and the
 // staging row's under round trip 2, made bs 256 verify 0.24-0.36 us faster but bs 256 decode ctx
-// 8192 0.125 us slower (5 of 6 rounds; reports/gpu/2026-12-03-9f34ada-h200-ab-meta-c4-early.json).
+// 8192 0.125 us slower than under round trip 3 (5 of 6 rounds;
+// reports/gpu/2026-12-03-9f34ada-h200-ab-meta-c4-early.json).
 // Rows are few (bs x tokens per request) and independent, so a block per row fills the device; the
 // real counts are read on the device, so the grid is the bucket's, fixed at capture.
 // Blocks of 256 threads (two page starts each) and of 512 (one) were slower on the H200 at ctx 8192
@@ -407,12 +413,9 @@ __device__ __forceinline__ void build_row(const UpdateKernelArgs& a, const Row& 
   // Round trip 3.
   const int32_t swa_full = checked_slot(a, swa_loaded);
   const int32_t swa = swa_full >= 0 ? a.full_to_swa[swa_full] : -1;
-  // Under it: the page starts' columns and the sparse indices (none yet: -1).
+  // Under it: the page starts' columns.
   check_pages(a, slots);
   put_pages<kAllAligned>(o, L, 0, a.page_starts, slots);
-  const bool c4_aligned = aligned_rows<kAllAligned>(o.s, kC4SparsePageIndices) &&
-                          aligned_rows<kAllAligned>(o.b, kC4SparsePageIndices);
-  fill_columns(o, kC4SparsePageIndices, 0, o.s.index_topk, c4_aligned, -1);
   // Page starts beyond the first round trip's (ctx above 131072): a round trip each.
 #pragma unroll 1
   for (uint32_t first = kThreads * kPagesPerThread; first < a.page_starts; first += kThreads * kPagesPerThread) {
@@ -422,6 +425,10 @@ __device__ __forceinline__ void build_row(const UpdateKernelArgs& a, const Row& 
   }
   if (o.to_staging) row_of(o.s, kSwaPageIndices, o.row)[k] = swa;
   if (o.to_buffers) row_of(o.b, kSwaPageIndices, o.row)[k] = swa;
+  // The sparse indices (none yet: -1) last, not under round trip 3 (measured faster; see the top).
+  const bool c4_aligned = aligned_rows<kAllAligned>(o.s, kC4SparsePageIndices) &&
+                          aligned_rows<kAllAligned>(o.b, kC4SparsePageIndices);
+  fill_columns(o, kC4SparsePageIndices, 0, o.s.index_topk, c4_aligned, -1);
 }
 
 // Spec 6.4's padding in every column of buffer row `row` (a row of no real request); unused by
