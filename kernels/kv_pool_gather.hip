@@ -46,6 +46,12 @@ __device__ __forceinline__ void load_slots(const Gather& a, int64_t (&row)[kStep
 // compile-checked only). Measured on the H200 (ci/gpu-ab, 6 rounds, every one faster, 8 bytes
 // spilled; reports/gpu/2026-12-03-892f9d4-h200-ab-pool-small-occ.json): 1M tokens 452 -> 438 us
 // at page runs and 496 -> 473 us at shuffled slots, 65536 tokens 32.2 -> 31.4 and 34.9 -> 33.7 us.
+// The entry's loads ask L2 for 64-byte fetches (an entry is nine 64-byte pieces, 64-byte aligned):
+// against sm_90's default, 1M tokens 437.8 -> 434.8 us at page runs and 473.1 -> 466.2 us at
+// shuffled slots, 65536 tokens 0.19 and 0.35 us faster (6 of 6 rounds;
+// reports/gpu/2026-12-04-308953c-h200-ab-gather-l2-64.json); 128-byte fetches were 8 us faster at
+// page runs but 0.7 slower shuffled, 256-byte 12 us slower shuffled
+// (reports/gpu/2026-12-04-43153aa-h200-mtp-gather-diag.json).
 __global__ void __launch_bounds__(kThreads, 8) kv_gather_model1(Gather a) {
 #if defined(DSV4H_MUTANT_NOOP)
   if (a.n >= 0) return;
@@ -65,11 +71,11 @@ __global__ void __launch_bounds__(kThreads, 8) kv_gather_model1(Gather a) {
     const uint8_t* page = a.layer_base + place.page * a.page_bytes;
     const int64_t entry = place.entry;
     if (t >= 56) {
-      data[i] = load_read_only(reinterpret_cast<const uint4*>(page + entry * 576 + 448) + (t - 56));
+      data[i] = load_read_only_l2_64b(reinterpret_cast<const uint4*>(page + entry * 576 + 448) + (t - 56));
     } else {
-      const uint2 codes = load_read_only(reinterpret_cast<const uint2*>(page + entry * 576) + t);
+      const uint2 codes = load_read_only_l2_64b(reinterpret_cast<const uint2*>(page + entry * 576) + t);
       data[i].x = codes.x, data[i].y = codes.y;
-      exponent[i] = static_cast<int>(page[a.tokens_per_page * 576 + entry * 8 + t / 8]) - 127;
+      exponent[i] = static_cast<int>(load_read_only_l2_64b(page + a.tokens_per_page * 576 + entry * 8 + t / 8)) - 127;
     }
   }
 #pragma unroll

@@ -100,6 +100,36 @@ __device__ __forceinline__ Vector load_read_only(const Vector* p) {
   return *p;
 #endif
 }
+// load_read_only asking L2 to fetch the 64 bytes around the access (PTX .L2::64B) rather than
+// its default, which on sm_90 fetched more: for gathers of 64-byte-aligned pieces at random places,
+// which then read no bytes they do not use. Plain on AMD.
+__device__ __forceinline__ uint4 load_read_only_l2_64b(const uint4* p) {
+#if defined(DSV4H_GPU_NVIDIA)
+  uint4 v;
+  asm volatile("ld.global.nc.L2::64B.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+#else
+  return *p;
+#endif
+}
+__device__ __forceinline__ uint2 load_read_only_l2_64b(const uint2* p) {
+#if defined(DSV4H_GPU_NVIDIA)
+  uint2 v;
+  asm volatile("ld.global.nc.L2::64B.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+#else
+  return *p;
+#endif
+}
+__device__ __forceinline__ uint8_t load_read_only_l2_64b(const uint8_t* p) {
+#if defined(DSV4H_GPU_NVIDIA)
+  uint32_t v;
+  asm volatile("ld.global.nc.L2::64B.u8 %0, [%1];" : "=r"(v) : "l"(p));
+  return static_cast<uint8_t>(v);
+#else
+  return *p;
+#endif
+}
 __device__ __forceinline__ void store_evict_first(uint4* p, uint4 v) {
 #if defined(DSV4H_GPU_NVIDIA)
   __stcs(p, v);
