@@ -28,7 +28,9 @@
 //   SWA stores: under round trip 3 it was 0.06-0.13 us slower at 256 and 1024 rows (6 of 6 rounds;
 //   reports/gpu/2026-12-04-43153aa-h200-ab-meta-c4-last.json), as if its stores lengthened that
 //   round trip; moving the page stores, or them and the one-value fields, after the SWA stores too
-//   was slower than this (reports/gpu/2026-12-04-43153aa-h200-meta-store-order.json).
+//   was slower than this (reports/gpu/2026-12-04-43153aa-h200-meta-store-order.json), and so was
+//   moving half of the page stores, c128's or the buffer row's, though at ctx 131072 they cost
+//   0.22-0.32 us (reports/gpu/2026-12-04-5095ac5-h200-meta-store-parts.json).
 //   A round trip's loads are all issued before the first of them is checked: a check in between
 //   makes the next load wait for the value (ncu's SASS of exp/meta-special v2 showed five serial
 //   loads in round trip 2; reports/gpu/2026-12-03-6265b98-h200-ab-meta-special.json).
