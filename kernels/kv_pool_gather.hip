@@ -46,11 +46,11 @@ __device__ __forceinline__ void load_slots(const Gather& a, int64_t (&row)[kStep
 // compile-checked only). Measured on the H200 (ci/gpu-ab, 6 rounds, every one faster, 8 bytes
 // spilled; reports/gpu/2026-12-03-892f9d4-h200-ab-pool-small-occ.json): 1M tokens 452 -> 438 us
 // at page runs and 496 -> 473 us at shuffled slots, 65536 tokens 32.2 -> 31.4 and 34.9 -> 33.7 us.
-// The entry's loads ask L2 for 64-byte fetches (an entry is nine 64-byte pieces, 64-byte aligned):
-// against sm_90's default, 1M tokens 437.8 -> 434.8 us at page runs and 473.1 -> 466.2 us at
-// shuffled slots, 65536 tokens 0.19 and 0.35 us faster (6 of 6 rounds;
-// reports/gpu/2026-12-04-308953c-h200-ab-gather-l2-64.json); 128-byte fetches were 8 us faster at
-// page runs but 0.7 slower shuffled, 256-byte 12 us slower shuffled
+// The entry's loads ask L2 for 64-byte fetches (an entry is nine 64-byte pieces, aligned as the
+// page is; spec pages are multiples of 576 bytes): against the default, 1M tokens 437.8 -> 434.8
+// us at page runs and 473.1 -> 466.2 us at shuffled slots, 65536 tokens 0.19 and 0.35 us faster
+// (6 of 6 rounds; reports/gpu/2026-12-04-308953c-h200-ab-gather-l2-64.json); 128-byte fetches
+// were 8 us faster at page runs but 0.7 slower shuffled, 256-byte 12 us slower shuffled
 // (reports/gpu/2026-12-04-43153aa-h200-mtp-gather-diag.json).
 __global__ void __launch_bounds__(kThreads, 8) kv_gather_model1(Gather a) {
 #if defined(DSV4H_MUTANT_NOOP)

@@ -100,9 +100,8 @@ __device__ __forceinline__ Vector load_read_only(const Vector* p) {
   return *p;
 #endif
 }
-// load_read_only asking L2 to fetch the 64 bytes around the access (PTX .L2::64B) rather than
-// its default, which on sm_90 fetched more: for gathers of 64-byte-aligned pieces at random places,
-// which then read no bytes they do not use. Plain on AMD.
+// load_read_only with PTX's L2 prefetch size of 64 bytes (.L2::64B) rather than the default: on the
+// H200 faster for gathers of 64-byte pieces at random places (kv_pool_gather.hip). Plain on AMD.
 __device__ __forceinline__ uint4 load_read_only_l2_64b(const uint4* p) {
 #if defined(DSV4H_GPU_NVIDIA)
   uint4 v;
