@@ -102,33 +102,28 @@ __device__ __forceinline__ Vector load_read_only(const Vector* p) {
 }
 // load_read_only with PTX's L2 prefetch size of 64 bytes (.L2::64B) rather than the default: on the
 // H200 faster for gathers of 64-byte pieces at random places (kv_pool_gather.hip). Plain on AMD.
-__device__ __forceinline__ uint4 load_read_only_l2_64b(const uint4* p) {
 #if defined(DSV4H_GPU_NVIDIA)
+__device__ __forceinline__ uint4 load_read_only_l2_64b(const uint4* p) {
   uint4 v;
   asm volatile("ld.global.nc.L2::64B.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
-#else
-  return *p;
-#endif
 }
 __device__ __forceinline__ uint2 load_read_only_l2_64b(const uint2* p) {
-#if defined(DSV4H_GPU_NVIDIA)
   uint2 v;
   asm volatile("ld.global.nc.L2::64B.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
   return v;
-#else
-  return *p;
-#endif
 }
 __device__ __forceinline__ uint8_t load_read_only_l2_64b(const uint8_t* p) {
-#if defined(DSV4H_GPU_NVIDIA)
   uint32_t v;
   asm volatile("ld.global.nc.L2::64B.u8 %0, [%1];" : "=r"(v) : "l"(p));
   return static_cast<uint8_t>(v);
-#else
-  return *p;
-#endif
 }
+#else
+template <typename T>  // uint4, uint2 or uint8_t
+__device__ __forceinline__ T load_read_only_l2_64b(const T* p) {
+  return *p;
+}
+#endif
 __device__ __forceinline__ void store_evict_first(uint4* p, uint4 v) {
 #if defined(DSV4H_GPU_NVIDIA)
   __stcs(p, v);
