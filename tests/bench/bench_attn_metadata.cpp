@@ -9,7 +9,8 @@
 // and reports the mean device time per replay; a graph holding one empty kernel, timed the same
 // way, is the floor (issue 5's goals: update <= 3 us, expansion within 1.5x of the floor); a
 // graph of one kernel making 1 or 3 dependent loads is the least a node with such a chain costs,
-// and a graph of one device copy moving a case's bytes the least a node moving them costs.
+// and a graph of one copy moving a case's bytes (by the driver, or by a copy kernel: the faster
+// counts) the least a node moving them costs.
 // Replays are queued behind a stream hold (GpuTimer), so the time is the device's, not the host's.
 // Counters: bytes (the descriptor's work count), GB/s; for the expansion also ratio_to_empty, the
 // median ratio to the empty kernel's graph timed right after each sample. Without a GPU the binary
@@ -143,10 +144,10 @@ void BM_attn_metadata_update(benchmark::State& state) {
 
 void BM_mtp_expand(benchmark::State& state) { time_component(state, mtp_case(state), launch_mtp_expand_case, true); }
 
-// The floor of a case by its bytes: a graph holding one device-to-device copy that moves as many
-// bytes (half read, half written) as the case's descriptor counts, replayed the same way. Where
-// it alone misses a goal, the goal asks for more than this device's own copy reaches.
-void time_same_bytes_copy(benchmark::State& state, const std::string& case_text) {
+// The floor of a case by its bytes: a graph holding one copy (by `by`) that moves as many bytes
+// (half read, half written) as the case's descriptor counts, replayed the same way. Where the
+// faster of the two copies alone misses a goal, the goal asks for more than this device's copies reach.
+void time_same_bytes_copy(benchmark::State& state, const std::string& case_text, CopyBy by) {
   static std::map<std::string, double> bytes_of;  // the case's inputs are built once, not per repetition
   const Case c = parse_case(case_text);
   if (!bytes_of.count(case_text)) {
@@ -157,7 +158,7 @@ void time_same_bytes_copy(benchmark::State& state, const std::string& case_text)
   const size_t half = static_cast<size_t>(bytes / 2);
   const DeviceBuffer from(half), to(half);
   Graph graph([&](hipStream_t s) {
-    DSV4H_HIP_CHECK(hipMemcpyAsync(to.data(), from.data(), half, hipMemcpyDeviceToDevice, s));
+    copy_async(by, to.data(), from.data(), half, s);
   });
   for (auto _ : state) state.SetIterationTime(graph.seconds_per_replay());
   state.SetLabel(c.str());
@@ -165,8 +166,12 @@ void time_same_bytes_copy(benchmark::State& state, const std::string& case_text)
   state.counters["replays_per_sample"] = kReplaysPerSample;
 }
 
-void BM_copy_same_bytes_update(benchmark::State& state) { time_same_bytes_copy(state, update_case(state)); }
-void BM_copy_same_bytes_mtp(benchmark::State& state) { time_same_bytes_copy(state, mtp_case(state)); }
+void BM_copy_same_bytes_update(benchmark::State& state) { time_same_bytes_copy(state, update_case(state), CopyBy::kDriver); }
+void BM_copy_kernel_same_bytes_update(benchmark::State& state) {
+  time_same_bytes_copy(state, update_case(state), CopyBy::kKernel);
+}
+void BM_copy_same_bytes_mtp(benchmark::State& state) { time_same_bytes_copy(state, mtp_case(state), CopyBy::kDriver); }
+void BM_copy_kernel_same_bytes_mtp(benchmark::State& state) { time_same_bytes_copy(state, mtp_case(state), CopyBy::kKernel); }
 
 void BM_empty_kernel_graph(benchmark::State& state) {
   Graph graph([](hipStream_t s) { launch_empty_kernel(s); });
@@ -202,8 +207,10 @@ BENCHMARK(BM_dependent_loads_graph)->ArgName("depth")->Arg(1)->Arg(3)->Apply(tim
 BENCHMARK(BM_empty_kernel_graph)->Apply(timed);
 BENCHMARK(BM_attn_metadata_update)->Apply(update_cases)->Apply(timed);
 BENCHMARK(BM_copy_same_bytes_update)->Apply(update_cases)->Apply(timed);
+BENCHMARK(BM_copy_kernel_same_bytes_update)->Apply(update_cases)->Apply(timed);
 BENCHMARK(BM_mtp_expand)->Apply(mtp_cases)->Apply(timed);
 BENCHMARK(BM_copy_same_bytes_mtp)->Apply(mtp_cases)->Apply(timed);
+BENCHMARK(BM_copy_kernel_same_bytes_mtp)->Apply(mtp_cases)->Apply(timed);
 
 }  // namespace
 }  // namespace dsv4h

@@ -8,7 +8,8 @@
 // ids), GB/s, fraction of the device-to-device copy bandwidth measured in this process
 // (copy_ceiling_GBps), and FLOPs. Floors timed the same way: the empty kernel (the decode
 // floor), two dependent loads and a store (the least a kernel that reads ids, then rows, can
-// cost), and a device copy moving the same bytes (what any kernel could reach at that size).
+// cost), and copies moving the same bytes, by the driver and by a copy kernel (the faster: what
+// any kernel could reach at that size).
 // Without a GPU the binary says so and exits 77 (skipped).
 #include <benchmark/benchmark.h>
 
@@ -112,18 +113,28 @@ void BM_dependent_loads(benchmark::State& state) {
   time_dependent_loads(state, pool().stream, launches_per_sample(0), static_cast<int>(state.range(0)));
 }
 
-// A device-to-device copy moving the bytes of R all-kept rows: what the same bytes cost at this size.
-void BM_copy_same_bytes(benchmark::State& state) {
+// A copy moving the bytes of R all-kept rows, by the driver or by a copy kernel: what the same
+// bytes cost at this size (the faster of the two is the floor).
+void time_copy_same_bytes(benchmark::State& state, CopyBy by) {
   Pool& p = pool();
   const int64_t moved = state.range(0) * kInter * 6;
-  time_device_copy(state, p.stream, p.out.data(), p.gate_up.data(), p.out.bytes(), moved, launches_per_sample(moved));
+  time_device_copy(state, p.stream, p.out.data(), p.gate_up.data(), p.out.bytes(), moved, launches_per_sample(moved), by);
   state.counters["rows"] = static_cast<double>(state.range(0));
   state.counters["copy_ceiling_GBps"] = p.copy_ceiling_bytes_per_s * 1e-9;
 }
+void BM_copy_same_bytes(benchmark::State& state) { time_copy_same_bytes(state, CopyBy::kDriver); }
+void BM_copy_kernel_same_bytes(benchmark::State& state) { time_copy_same_bytes(state, CopyBy::kKernel); }
 
 BENCHMARK(BM_empty_kernel)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_dependent_loads)->ArgName("depth")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_copy_same_bytes)
+    ->ArgName("rows")
+    ->Arg(6)->Arg(384)->Arg(3072)->Arg(24576)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond)
+    ->Repetitions(10)
+    ->Iterations(20);
+BENCHMARK(BM_copy_kernel_same_bytes)
     ->ArgName("rows")
     ->Arg(6)->Arg(384)->Arg(3072)->Arg(24576)
     ->UseManualTime()

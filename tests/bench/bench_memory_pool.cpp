@@ -12,7 +12,8 @@
 // Decode sizes (1 to 256 tokens) compare with the empty kernel timed the same way (and
 // with one timed right after each of their samples: counter ratio_to_empty), and so does a whole
 // decode step (the translation, then one layer's store: two launches). Floors timed the
-// same way: one and two dependent loads and a store, a device copy moving the same bytes, and at
+// same way: one and two dependent loads and a store, copies moving the same bytes (by the driver
+// and by a copy kernel; the faster counts), and at
 // the sizes of the bandwidth goals the store's and gather's bytes moved to and from the same slots
 // without the format's arithmetic (BM_kv_*_floor); the store's also at the decode sizes, paired
 // with the empty kernel as the store is, the floor of its ratio goal.
@@ -194,17 +195,21 @@ void BM_kv_gather_floor(benchmark::State& state) {
     launch_kv_gather_floor(b.pools.swa, slots, n, static_cast<uint16_t*>(b.gathered.data()) + first * 512, b.stream);
   });
 }
-void BM_copy_same_bytes_pool(benchmark::State& state) {
+void time_copy_same_bytes(benchmark::State& state, CopyBy by) {
   Bench& b = bench();
   const double moved = static_cast<double>(state.range(0)) * kBytesPerToken;
   time_device_copy(state, b.stream, b.gathered.data(), b.latents.data(), b.latents.bytes(), static_cast<size_t>(moved),
-                   launches_per_sample(moved));
+                   launches_per_sample(moved), by);
   state.counters["tokens"] = static_cast<double>(state.range(0));
   state.counters["copy_ceiling_GBps"] = b.copy_ceiling_bytes_per_s * 1e-9;
 }
+void BM_copy_same_bytes_pool(benchmark::State& state) { time_copy_same_bytes(state, CopyBy::kDriver); }
+void BM_copy_kernel_same_bytes_pool(benchmark::State& state) { time_copy_same_bytes(state, CopyBy::kKernel); }
 
 BENCHMARK(BM_dependent_loads_pool)->ArgName("depth")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_copy_same_bytes_pool)->ArgName("tokens")->Arg(256)->Arg(4096)->Arg(65536)->Arg(1 << 20)
+    ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
+BENCHMARK(BM_copy_kernel_same_bytes_pool)->ArgName("tokens")->Arg(256)->Arg(4096)->Arg(65536)->Arg(1 << 20)
     ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_empty_kernel_pool)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_kv_store)->ArgNames({"tokens", "scatter"})->ArgsProduct({{1, 8, 64, 256}, {1}})

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness/report/stats.h"
+#include "kernels/copy_floor.h"
 #include "kernels/empty_kernel.h"
 #include "kernels/latency_floor.h"
 
@@ -73,17 +74,24 @@ void time_dependent_loads(benchmark::State& state, hipStream_t stream, int64_t l
   state.counters["depth"] = depth;
 }
 
+void copy_async(CopyBy by, void* dst, const void* src, size_t bytes, hipStream_t stream) {
+  if (by == CopyBy::kKernel)
+    launch_copy_floor(dst, src, bytes, stream);
+  else
+    DSV4H_HIP_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, stream));
+}
+
 void time_device_copy(benchmark::State& state, hipStream_t stream, void* dst, const void* src,
-                      size_t pool_bytes, size_t moved_bytes, int64_t launches) {
+                      size_t pool_bytes, size_t moved_bytes, int64_t launches, CopyBy by) {
   const size_t bytes = moved_bytes / 2;
   if (bytes == 0 || bytes > pool_bytes)
     throw std::invalid_argument("time_device_copy: moved_bytes " + std::to_string(moved_bytes) + " must be in [2, 2 x pool_bytes " +
                                 std::to_string(pool_bytes) + "]");
-  const int64_t sets = static_cast<int64_t>(std::min<size_t>(64, pool_bytes / bytes));
+  const size_t stride = (bytes + 15) / 16 * 16;  // every set 16-byte aligned, as the copy kernel needs
+  const int64_t sets = static_cast<int64_t>(std::clamp<size_t>(pool_bytes / stride, 1, 64));
   time_back_to_back(state, stream, launches, sets, [&](int64_t set) {
-    const size_t offset = static_cast<size_t>(set) * bytes;
-    DSV4H_HIP_CHECK(hipMemcpyAsync(static_cast<char*>(dst) + offset, static_cast<const char*>(src) + offset, bytes,
-                                   hipMemcpyDeviceToDevice, stream));
+    const size_t offset = static_cast<size_t>(set) * stride;
+    copy_async(by, static_cast<char*>(dst) + offset, static_cast<const char*>(src) + offset, bytes, stream);
   });
   state.counters["bytes"] = static_cast<double>(2 * bytes);
   state.counters["GBps"] = benchmark::Counter(2.0 * static_cast<double>(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);

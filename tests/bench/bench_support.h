@@ -108,12 +108,19 @@ struct LoadChain {
 // inputs are.
 void time_dependent_loads(benchmark::State& state, hipStream_t stream, int64_t launches, int depth);
 
-// The copy floor of a benchmark's size: device-to-device copies of moved_bytes / 2 (so moved_bytes
-// read + write), rotating through up to 64 sets of [src, src + pool_bytes) and [dst, dst +
-// pool_bytes), `launches` per sample; the sets outgrow the 50 MB L2 from the mid sizes on (the
-// decode sizes' sets stay in it, as the kernels' do). What the device's own copy reaches at that size.
+// Who moves a copy floor's bytes: the driver's device-to-device copy, or a plain copy kernel
+// (kernels/copy_floor.h). Neither is the faster at every size, so a goal's floor is the faster.
+enum class CopyBy { kDriver, kKernel };
+
+// Enqueues a copy of `bytes` by `by`.
+void copy_async(CopyBy by, void* dst, const void* src, size_t bytes, hipStream_t stream);
+
+// The copy floor of a benchmark's size: copies of moved_bytes / 2 (so moved_bytes read + write)
+// by `by`, rotating through up to 64 sets of [src, src + pool_bytes) and [dst, dst + pool_bytes),
+// `launches` per sample; the sets outgrow the 50 MB L2 from the mid sizes on (the decode sizes'
+// sets stay in it, as the kernels' do). What a copy of the same bytes reaches at that size.
 void time_device_copy(benchmark::State& state, hipStream_t stream, void* dst, const void* src,
-                      size_t pool_bytes, size_t moved_bytes, int64_t launches);
+                      size_t pool_bytes, size_t moved_bytes, int64_t launches, CopyBy by);
 
 // main() of a benchmark binary: exit 77 without a GPU; otherwise `before_run` (e.g. to add the
 // copy ceiling to the JSON context), then the registered benchmarks.

@@ -3,7 +3,8 @@
 processes (bench-<binary>.p<i>.json) becomes one entry a benchmark holding the median over the
 processes of its time, of its numeric counters (a paired ratio too) and of the copy ceiling, with
 each process's time and paired ratio; a label is kept; a binary run once (bench-<binary>.json) is
-taken as it is; merge judges a paired ratio goal on the median and lists each process's ratio.
+taken as it is; merge judges a paired ratio goal on the median and lists each process's ratio, and
+gives a bandwidth goal the faster of its two copy floors (by the driver, by the copy kernel).
 
 usage: check_gpu_report.py
 """
@@ -18,6 +19,7 @@ REPORT = os.path.join(ROOT, "ci", "gpu-report.py")
 
 
 STORE = "BM_kv_store/tokens:8/scatter:1/manual_time"
+SILU = "BM_filtered_silu_mul/rows:3072/kept_permille:1000/manual_time"
 
 
 def median_entry(name, us, ratio, ceiling):
@@ -47,7 +49,11 @@ def main():
                   [median_entry(STORE, us, ratio, ceiling),
                    {"name": STORE, "run_name": STORE, "run_type": "iteration", "real_time": 9.9, "time_unit": "us"},
                    median_entry("BM_empty_kernel_pool/manual_time", 1.4, 1.0, ceiling)])
-        write(work, "bench-bench_b.json", [median_entry("BM_gather/manual_time", 5.0, 3.0, 3800.0)])
+        # 1000 bytes against a ceiling of 1 GB/s: a fraction of 1 / us. The copy kernel is the faster here.
+        write(work, "bench-bench_b.json", [median_entry("BM_gather/manual_time", 5.0, 3.0, 3800.0),
+                                           median_entry(SILU, 1.5, None, 1.0),
+                                           median_entry("BM_copy_same_bytes/rows:3072/manual_time", 1.4, None, 1.0),
+                                           median_entry("BM_copy_kernel_same_bytes/rows:3072/manual_time", 1.2, None, 1.0)])
         out = os.path.join(work, "results.json")
         run = subprocess.run([sys.executable, REPORT, "collect", "--work", work, "--out", out],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -57,7 +63,9 @@ def main():
             return 1
         by_name = {b["name"]: b for b in json.load(open(out))["benchmarks"]}
         check("one entry a benchmark, not one a process",
-              sorted(by_name) == ["BM_empty_kernel_pool/manual_time", "BM_gather/manual_time", STORE])
+              sorted(by_name) == sorted(["BM_empty_kernel_pool/manual_time", "BM_gather/manual_time", STORE, SILU,
+                                         "BM_copy_same_bytes/rows:3072/manual_time",
+                                         "BM_copy_kernel_same_bytes/rows:3072/manual_time"]))
         a = by_name[STORE]
         check("the time is the median over the processes", a["median_us"] == 2.1)
         check("each process's time is kept", a.get("processes") == 3 and a.get("process_median_us") == [2.0, 2.3, 2.1])
@@ -77,6 +85,9 @@ def main():
         check("the ratio goal is judged on the median over the processes", goal.get("value") == 1.48 and goal.get("met"))
         check("the ratio goal lists each process's ratio", goal.get("value_by_process") == [1.45, 1.62, 1.48])
         check("merge prints each process's ratio", "(processes 1.45 1.62 1.48)" in run.stdout)
+        goal = goals.get("rows=3072 all kept: >= 80% of copy bandwidth", {})
+        check("a bandwidth goal's floor is the faster copy", goal.get("value") == 0.6667 and goal.get("floor") == 0.8333
+              and goal.get("floor_meets_goal"))
     print("check_gpu_report: " + ("FAILED: " + "; ".join(failures) if failures else "all passed"))
     return 1 if failures else 0
 

@@ -1,6 +1,6 @@
 // The benchmarks' floor kernels must do what they claim, else they are not the floors they claim to
 // be: the chain of dependent loads follows its chain, the pool's scatter and gather floors move the
-// MODEL1 store's and gather's bytes between the same places. (Their stream hold is checked by each
+// MODEL1 store's and gather's bytes between the same places, the copy floor copies its bytes. (Their stream hold is checked by each
 // benchmark binary before it times anything: tests/bench/bench_support.cpp.)
 #include <gtest/gtest.h>
 
@@ -12,6 +12,7 @@
 #include "gpu_env.h"
 #include "harness/gpu/device_tensor.h"
 #include "harness/random.h"
+#include "kernels/copy_floor.h"
 #include "kernels/kv_pool_floor.h"
 #include "kernels/latency_floor.h"
 
@@ -137,6 +138,30 @@ TEST(LatencyFloor, KvGatherFloorMovesTheGathersBytes) {
   EXPECT_EQ(c.download(c.rows_d), expected);
   EXPECT_THROW(launch_kv_gather_floor(c.buffer, static_cast<const int32_t*>(c.slots_d.data()), -1, nullptr, nullptr),
                std::invalid_argument);
+}
+
+// The copy floor moves exactly `bytes`: every byte of [0, bytes) copied, the poison after it left,
+// at sizes around its 16-byte units and its 16-KB blocks (a tail of 0 to 15 bytes).
+TEST(LatencyFloor, CopyFloorCopiesExactlyItsBytes) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  Rng rng(2028);
+  std::printf("copy floor seed 2028\n");
+  for (const size_t bytes : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{16384}, size_t{16384 + 16},
+                             size_t{(1 << 20) + 5}}) {
+    std::vector<uint8_t> src(bytes), dst(bytes + 64, 0xa5);
+    for (uint8_t& b : src) b = static_cast<uint8_t>(rng.integer(0, 255));
+    DeviceBuffer src_d(bytes), dst_d(dst.size());
+    DSV4H_HIP_CHECK(hipMemcpy(src_d.data(), src.data(), bytes, hipMemcpyHostToDevice));
+    DSV4H_HIP_CHECK(hipMemcpy(dst_d.data(), dst.data(), dst.size(), hipMemcpyHostToDevice));
+    launch_copy_floor(dst_d.data(), src_d.data(), bytes, nullptr);
+    DSV4H_HIP_CHECK(hipStreamSynchronize(nullptr));
+    std::vector<uint8_t> expected = dst;
+    std::copy(src.begin(), src.end(), expected.begin());
+    DSV4H_HIP_CHECK(hipMemcpy(dst.data(), dst_d.data(), dst.size(), hipMemcpyDeviceToHost));
+    EXPECT_TRUE(dst == expected) << bytes << " bytes: a byte differs";
+  }
+  DeviceBuffer buffer(64);
+  EXPECT_THROW(launch_copy_floor(static_cast<char*>(buffer.data()) + 1, buffer.data(), 16, nullptr), std::invalid_argument);
 }
 
 }  // namespace
