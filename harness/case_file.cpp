@@ -14,11 +14,12 @@
 namespace dsv4h {
 
 nlohmann::json read_json_file(const std::string& path) {
+  if (std::filesystem::is_directory(path)) throw BadInput(path + ": a directory, not a JSON file");
   std::ifstream in(path);
   if (!in) throw BadInput(path + ": cannot open");
   try {
     return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number beyond double's range
     throw BadInput(path + ": not valid JSON: " + e.what());
   }
 }
@@ -31,8 +32,9 @@ CaseFile load_case_file(const std::string& path) {
       throw BadInput(path + ": unknown field \"" + key + "\" (fields: component, case, seed, note, inputs, outputs)");
   for (const char* key : {"component", "case"})
     if (!j.contains(key) || !j[key].is_string()) throw BadInput(path + ": field \"" + key + "\" must be a string");
-  if (j.contains("seed") && !j["seed"].is_number_unsigned())
-    throw BadInput(path + ": field \"seed\" must be a non-negative integer");
+  // The bound of a case string's seed, so that the case's string reproduces it.
+  if (j.contains("seed") && !(j["seed"].is_number_unsigned() && j["seed"].get<uint64_t>() < 10'000'000'000'000'000'000u))
+    throw BadInput(path + ": field \"seed\" must be a non-negative integer below 10^19");
 
   const std::string component = j["component"].get<std::string>();
   const std::string text = j["case"].get<std::string>();
@@ -54,6 +56,10 @@ CaseFile load_case_file(const std::string& path) {
   if (j.contains("inputs")) file.inputs = tensors_from_json(j["inputs"], path + ": inputs");
   if (j.contains("outputs")) {
     if (!j["outputs"].is_object()) throw BadInput(path + ": field \"outputs\" must be an object");
+    // A misspelt "expected" would silently skip the comparison with the stored outputs.
+    for (const auto& [key, value] : j["outputs"].items())
+      if (key != "expected" && key != "reference" && key != "gpu")
+        throw BadInput(path + ": unknown field \"outputs." + key + "\" (fields: expected, reference, gpu)");
     if (j["outputs"].contains("expected")) {
       file.expected = tensors_from_json(j["outputs"]["expected"], path + ": outputs.expected");
       // "nan" there marks an element that must stay unwritten: make it the poison runs compare with.
@@ -66,8 +72,13 @@ CaseFile load_case_file(const std::string& path) {
   if (file.expected && !file.inputs) throw BadInput(path + ": outputs.expected needs the inputs it was computed from");
   if (file.expected) {
     const TensorMap outputs = registry().get(c.component()).make_outputs(c);
-    for (const auto& [name, t] : *file.expected)
-      if (!outputs.count(name)) throw BadInput(path + ": outputs.expected." + name + " is not an output of " + c.component());
+    for (const auto& [name, t] : *file.expected) {
+      auto it = outputs.find(name);
+      if (it == outputs.end()) throw BadInput(path + ": outputs.expected." + name + " is not an output of " + c.component());
+      if (t.dtype() != it->second.dtype() || t.shape() != it->second.shape())
+        throw BadInput(path + ": outputs.expected." + name + " is " + dtype_name(t.dtype()) + shape_string(t.shape()) +
+                       ", the case's output is " + dtype_name(it->second.dtype()) + shape_string(it->second.shape()));
+    }
     for (const auto& [name, t] : outputs)
       if (!file.expected->count(name)) throw BadInput(path + ": outputs.expected lacks the output \"" + name + "\"");
   }
@@ -96,7 +107,8 @@ void write_json_file(const std::string& path, const nlohmann::json& document) {
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   std::ofstream out(path);
   out << document.dump(1) << "\n";
-  if (!out) throw std::runtime_error("cannot write " + path);
+  out.close();  // a full disk shows only when the buffer is flushed
+  if (out.fail()) throw std::runtime_error("cannot write " + path);
 }
 
 std::string fixtures_dir() {

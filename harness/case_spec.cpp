@@ -14,8 +14,9 @@ std::string canonical_value(const ParamSpec& spec, const std::string& component,
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
   const std::string where = component + ": parameter \"" + spec.name + "\"";
-  if (text.empty() || *end != '\0' || !std::isfinite(value))
-    throw BadInput(where + " must be a finite number, got \"" + text + "\"");
+  // strtod also reads hexadecimal ("0x10"): a case string's numbers are decimal only.
+  if (text.empty() || *end != '\0' || !std::isfinite(value) || text.find_first_of("xX") != std::string::npos)
+    throw BadInput(where + " must be a finite decimal number, got \"" + text + "\"");
   if (spec.kind == ParamKind::integer) {
     if (value != std::floor(value) || std::fabs(value) > 9.0e15)
       throw BadInput(where + " must be an integer, got \"" + text + "\"");

@@ -45,7 +45,7 @@ double float_element(const nlohmann::json& v, const std::string& where) {
 int64_t integer_element(const nlohmann::json& v, DType dtype, const std::string& where) {
   if (!v.is_number_integer()) throw BadInput(where + ": expected an integer, got " + v.dump());
   if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
-    throw BadInput(where + ": " + v.dump() + " does not fit i64");
+    throw BadInput(where + ": " + v.dump() + " does not fit " + dtype_name(dtype));
   const int64_t x = v.get<int64_t>();
   const bool fits = dtype == DType::i64 ||
                     (dtype == DType::i32 && x >= std::numeric_limits<int32_t>::min() &&

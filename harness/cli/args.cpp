@@ -1,5 +1,6 @@
 #include "args.h"
 
+#include <cerrno>
 #include <cstdlib>
 
 namespace dsv4h::cli {
@@ -8,6 +9,8 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
            const std::set<std::string>& flags) {
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& a = argv[i];
+    // Which of two values was meant is not for us to guess.
+    if (values_.count(a)) throw UsageError(a + " given twice");
     if (flags.count(a)) {
       values_[a] = "";
     } else if (valued.count(a)) {
@@ -28,8 +31,9 @@ long long Args::integer(const std::string& name, long long fallback, long long m
   if (!has(name)) return fallback;
   const std::string& s = values_.at(name);
   char* end = nullptr;
+  errno = 0;
   const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || v < min_value)
+  if (s.empty() || *end != '\0' || errno == ERANGE || v < min_value)
     throw UsageError(name + " must be an integer >= " + std::to_string(min_value) + ", got \"" + s + "\"");
   return v;
 }

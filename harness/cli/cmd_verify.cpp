@@ -1,6 +1,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <regex>
 
 #include "../case_file.h"
@@ -57,6 +58,9 @@ int cmd_verify(const std::vector<std::string>& argv) {
   const long long max_batch = args.integer("--max-batch", 256, 1);
   const std::string fixtures = args.get("--fixtures", fixtures_dir());
   std::regex filter;
+  // std::regex compiles by recursion: a long enough pattern (deeply nested) overflows the stack.
+  if (args.get("--filter").size() > 1000) throw UsageError("--filter: longer than 1000 characters");
+  if (!std::filesystem::is_directory(fixtures)) throw UsageError("fixtures directory \"" + fixtures + "\" not found");
   try {
     filter = std::regex(args.get("--filter", ".*"));
   } catch (const std::regex_error& e) {
@@ -73,6 +77,8 @@ int cmd_verify(const std::vector<std::string>& argv) {
   for (const Component* component : components) {
     for (const std::string& path : json_files_in(fixtures + "/" + component->name)) {
       CaseFile f = load_case_file(path);
+      if (f.test_case.component() != component->name)
+        throw BadInput(path + ": a case of " + f.test_case.component() + " among the fixtures of " + component->name);
       plans.push_back({component, f.test_case, f.inputs, f.expected, path});
     }
     if (!gpu) continue;
@@ -87,6 +93,10 @@ int cmd_verify(const std::vector<std::string>& argv) {
                              [&](const Plan& p) { return !std::regex_search(p.c.str(), filter); }),
               plans.end());
 
+  // Nothing checked is not a pass.
+  if (plans.empty() && !(gpu && !args.has("--no-replay")))
+    throw UsageError("nothing to verify: no case matches --filter \"" + args.get("--filter", ".*") + "\" among " +
+                     (gpu ? "the verify cases and " : "") + "the fixtures in " + fixtures);
   std::fprintf(stderr, "dsv4h verify: %zu cases on %s\n", plans.size(), gpu ? gpu->device_name().c_str() : "the CPU reference");
   if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
   nlohmann::json results = nlohmann::json::array();

@@ -36,31 +36,39 @@ Sizes sizes_of(const Case& c) {
           c.integer("index_topk"), c.integer("pool"),       c.integer("swa_slots"),
           0, 0, 0, {}, {}};
   const auto bad = [&](const std::string& why) { return BadInput("attn_metadata: " + why + " in " + c.str()); };
-  if (s.bs < 0) throw bad("bs must be >= 0");
+  // Each size is bounded before any product of sizes is formed, so that none overflows.
+  if (s.bs < 0 || s.bs > (1 << 20)) throw bad("bs must be in [0, 2^20]");
   if (s.real == -1) s.real = s.bs;
   if (s.real < 0 || s.real > s.bs)
     throw bad("real = " + std::to_string(s.real) + " requests do not fit the bucket's bs = " + std::to_string(s.bs));
   if (s.mode < kDecode || s.mode > kDraft) throw bad("mode must be 0 (decode), 1 (prefill), 2 (target verify) or 3 (draft decode)");
   if (s.extend < 1) throw bad("extend must be >= 1");
-  if (s.topk < 1) throw bad("topk must be >= 1, got " + std::to_string(s.topk));
+  if (s.topk < 1 || s.topk > (1 << 20)) throw bad("topk must be in [1, 2^20], got " + std::to_string(s.topk));
   if (s.ctx < 1 || s.ctx > (1 << 24)) throw bad("ctx must be in [1, 2^24]");
   if (s.max_seq_len == -1) s.max_seq_len = s.ctx;
   if (s.max_seq_len < 1 || s.max_seq_len > s.ctx)
     throw bad("max_seq_len (the staging widths) = " + std::to_string(s.max_seq_len) +
               " must be in [1, ctx (the buffer widths) = " + std::to_string(s.ctx) + "]");
-  if (s.index_topk < 64 || s.index_topk % 64) throw bad("index_topk must be a positive multiple of 64");
+  if (s.index_topk < 64 || s.index_topk % 64 || s.index_topk > (1 << 24))
+    throw bad("index_topk must be a multiple of 64 in [64, 2^24]");
   if ((s.mode == kVerify || s.mode == kPrefill) && s.extend > s.max_seq_len)
     throw bad("extend must not exceed max_seq_len");
-  if (s.pool < 1 || s.pool < s.real) throw bad("pool must be >= 1 and hold the real requests");
+  if (s.pool < 1 || s.pool < s.real || s.pool > (1 << 28)) throw bad("pool must be in [1, 2^28] and hold the real requests");
   if (s.swa_slots < 1 || s.swa_slots > (1 << 26)) throw bad("swa_slots must be in [1, 2^26]");
   const int64_t pages = (s.ctx + reference::kPageSize - 1) / reference::kPageSize;
-  if (s.pool * pages * reference::kPageSize > (int64_t{1} << 28)) throw bad("pool * ctx above 2^28 slots");
+  // req_to_token and full_to_swa hold a value a slot, 256 MB each at 2^26 (the benchmarks use 2^25).
+  if (s.pool * pages * reference::kPageSize > (int64_t{1} << 26)) throw bad("pool * ctx above 2^26 slots");
   s.rows_per_req = s.mode == kDecode ? 1 : s.mode == kDraft ? s.topk : s.extend;
   s.rows = s.bs * s.rows_per_req;
   if (s.rows > (1 << 20)) throw bad("bs * rows per request above 2^20");
   s.full_slots = (s.pool * pages + 1) * reference::kPageSize;
   s.capture = MetadataWidths::for_seq_len(s.ctx, s.index_topk);
   s.temp = MetadataWidths::for_seq_len(s.max_seq_len, s.index_topk);
+  int64_t row_columns = 0;
+  for (const MetadataField& f : kMetadataFields)
+    row_columns += reference::field_columns(f, s.capture) + reference::field_columns(f, s.temp);
+  if (s.rows * row_columns > (int64_t{1} << 28))
+    throw bad("the rows' metadata (bs * rows per request * " + std::to_string(row_columns) + " columns) above 2^28 values");
   return s;
 }
 
@@ -140,9 +148,8 @@ void validate_inputs(const Case& c, const TensorMap& inputs) {
   for (const char* per_request : {"req_pool_indices", "seq_lens", "extend_lens"}) require_i32(name, inputs, per_request, {s.bs});
   require_i32(name, inputs, "out_cache_loc", {s.rows});
   require_i32(name, inputs, "num_reqs", {1});
-  if (inputs.size() != 8)
-    throw BadInput("attn_metadata: unknown input (inputs: req_to_token, full_to_swa, swa_kv, req_pool_indices, "
-                   "seq_lens, extend_lens, out_cache_loc, num_reqs)");
+  reject_unknown_inputs(name, inputs, {"req_to_token", "full_to_swa", "swa_kv", "req_pool_indices", "seq_lens",
+                                       "extend_lens", "out_cache_loc", "num_reqs"});
   const auto values = [&](const char* n) { return inputs.at(n).data<int32_t>(); };
   const auto bad = [](const std::string& what, int64_t i, int64_t v, const std::string& why) {
     return BadInput("attn_metadata: " + what + "[" + std::to_string(i) + "] = " + std::to_string(v) + ": " + why);
@@ -164,6 +171,9 @@ void validate_inputs(const Case& c, const TensorMap& inputs) {
     if (len < extend || len > s.max_seq_len)
       throw bad("seq_lens", r, len, "needs extend_lens <= seq_lens <= max_seq_len = " + std::to_string(s.max_seq_len));
   }
+  // Only carried into raw_out_loc and divided into the c4/c128 locations, never an index here: no
+  // upper bound (the spec's worked example, fixtures/attn_metadata/golden-docstring-c4.json, has
+  // locations beyond its small pool).
   for (int64_t i = 0; i < s.rows; ++i)
     if (values("out_cache_loc")[i] < 0) throw bad("out_cache_loc", i, values("out_cache_loc")[i], "a slot is >= 0");
 }

@@ -1,5 +1,6 @@
 #include "index_tensors.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -30,6 +31,15 @@ void require_i32(const std::string& component, const TensorMap& inputs, const st
   if (it->second.dtype() != DType::i32 || it->second.shape() != shape)
     throw BadInput(component + ": input \"" + name + "\" is " + dtype_name(it->second.dtype()) +
                    shape_string(it->second.shape()) + ", the case needs i32" + shape_string(shape));
+}
+
+void reject_unknown_inputs(const std::string& component, const TensorMap& inputs, const std::vector<std::string>& names) {
+  for (const auto& [name, t] : inputs) {
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    std::string known;
+    for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+    throw BadInput(component + ": unknown input \"" + name + "\" (inputs: " + known + ")");
+  }
 }
 
 }  // namespace dsv4h

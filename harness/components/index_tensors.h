@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "../../reference/attn_metadata.h"
 #include "../tensor.h"
@@ -18,5 +19,8 @@ void write_rows(HostTensor& t, const reference::IndexMatrix& m);
 
 // BadInput unless `inputs` holds `name` as an i32 tensor of `shape`; `component` prefixes the message.
 void require_i32(const std::string& component, const TensorMap& inputs, const std::string& name, const Shape& shape);
+
+// BadInput naming the first input not among `names` (a misspelt one, or one of another component).
+void reject_unknown_inputs(const std::string& component, const TensorMap& inputs, const std::vector<std::string>& names);
 
 }  // namespace dsv4h

@@ -277,7 +277,8 @@ MemoryPoolSizes memory_pool_sizes(const Case& c) {
                     c.integer("full_pages"), c.integer("swa_pages"), c.real("invalid")};
   const auto bad = [&](const std::string& why) { return BadInput("memory_pool: " + why + " in " + c.str()); };
   if (s.tokens < 0) throw bad("tokens must be >= 0");
-  if (s.layers < 3) throw bad("layers must be >= 3, so that every pool has a layer (ratios 0, 4, 128, ...)");
+  // Each size is bounded before any product of sizes is formed, so that none overflows.
+  if (s.layers < 3 || s.layers > 1024) throw bad("layers must be in [3, 1024] (at least 3, so that every pool has a layer: ratios 0, 4, 128, ...)");
   if (s.first_layer < 0 || s.first_layer >= s.layers) throw bad("first_layer must be in [0, layers)");
   if (s.order < 0 || s.order > 2) throw bad("order must be 0 (ascending), 1 (descending) or 2 (shuffled)");
   if (s.per_request < 1) throw bad("per_request must be >= 1");
@@ -285,9 +286,16 @@ MemoryPoolSizes memory_pool_sizes(const Case& c) {
   if (s.swa_page < 1 || s.swa_page > 4096) throw bad("swa_page must be in [1, 4096]");
   if (s.window < 1) throw bad("window must be >= 1");
   if (s.full_pages < 1 || s.full_pages > (int64_t{1} << 20)) throw bad("full_pages must be in [1, 2^20]");
-  if (s.swa_pages < 1 || s.swa_pages * s.swa_page > (int64_t{1} << 28)) throw bad("swa_pages must be >= 1, swa slots <= 2^28");
+  if (s.swa_pages < 1 || s.swa_pages > (int64_t{1} << 20) || s.swa_pages * s.swa_page > (int64_t{1} << 28))
+    throw bad("swa_pages must be in [1, 2^20], swa slots <= 2^28");
   if (!(s.invalid >= 0 && s.invalid <= 1)) throw bad("invalid must be in [0, 1]");
-  if (s.tokens > (int64_t{1} << 21) / s.layers) throw bad("tokens * layers above 2^21 rows");
+  if (s.tokens > (int64_t{1} << 18) / s.layers) throw bad("tokens * layers above 2^18 rows");
+  int64_t pool_bytes = 0;
+  for (PoolKind kind : {PoolKind::swa, PoolKind::c4, PoolKind::c128, PoolKind::indexer}) {
+    const int64_t pages = kind == PoolKind::swa ? s.swa_pages : s.full_pages;
+    pool_bytes += reference::pool_layers(kind, static_cast<int>(s.layers)) * pages * reference::pool_page_bytes(kind, s.swa_page);
+  }
+  if (pool_bytes > (int64_t{1} << 30)) throw bad("the pools' " + str(pool_bytes) + " bytes above 2^30 (fewer full_pages, swa_pages or layers)");
   return s;
 }
 

@@ -24,21 +24,9 @@ struct Sizes {
   reference::MetadataWidths widths;
 };
 
-Sizes sizes_of(const Case& c) {
-  Sizes s{c.integer("bs"), c.integer("topk"), c.integer("ctx"), c.integer("index_topk"), c.integer("fields"), {}};
-  const auto bad = [&](const std::string& why) { return BadInput("mtp_expand: " + why + " in " + c.str()); };
-  if (s.bs < 0) throw bad("bs must be >= 0");
-  if (s.topk < 1) throw bad("topk must be >= 1, got " + std::to_string(s.topk));
-  if (s.ctx < 1 || s.ctx > (1 << 24)) throw bad("ctx must be in [1, 2^24]");
-  if (s.index_topk < 64 || s.index_topk % 64) throw bad("index_topk must be a positive multiple of 64");
-  if (s.field_set != 0 && s.field_set != 1) throw bad("fields must be 0 (all) or 1 (the draft layer's)");
-  if (s.bs * s.topk > (1 << 20)) throw bad("bs * topk above 2^20 rows");
-  s.widths = reference::MetadataWidths::for_seq_len(s.ctx, s.index_topk);
-  return s;
-}
-
-std::vector<MetadataField> fields_of(const Sizes& s) {
-  if (s.field_set == 0) return {kMetadataFields.begin(), kMetadataFields.end()};
+// The expanded fields: every per-request field (field_set 0) or those the draft layer reads (1).
+std::vector<MetadataField> fields_of(int64_t field_set) {
+  if (field_set == 0) return {kMetadataFields.begin(), kMetadataFields.end()};
   std::vector<MetadataField> draft;
   for (const MetadataField& f : kMetadataFields)
     for (const char* name : {"raw_out_loc", "seq_lens_casual", "positions_casual", "swa_page_indices", "swa_topk_lengths"})
@@ -46,11 +34,30 @@ std::vector<MetadataField> fields_of(const Sizes& s) {
   return draft;
 }
 
+Sizes sizes_of(const Case& c) {
+  Sizes s{c.integer("bs"), c.integer("topk"), c.integer("ctx"), c.integer("index_topk"), c.integer("fields"), {}};
+  const auto bad = [&](const std::string& why) { return BadInput("mtp_expand: " + why + " in " + c.str()); };
+  // Each size is bounded before any product of sizes is formed, so that none overflows.
+  if (s.bs < 0 || s.bs > (1 << 20)) throw bad("bs must be in [0, 2^20]");
+  if (s.topk < 1 || s.topk > (1 << 20)) throw bad("topk must be in [1, 2^20], got " + std::to_string(s.topk));
+  if (s.ctx < 1 || s.ctx > (1 << 24)) throw bad("ctx must be in [1, 2^24]");
+  if (s.index_topk < 64 || s.index_topk % 64 || s.index_topk > (1 << 24))
+    throw bad("index_topk must be a multiple of 64 in [64, 2^24]");
+  if (s.field_set != 0 && s.field_set != 1) throw bad("fields must be 0 (all) or 1 (the draft layer's)");
+  if (s.bs * s.topk > (1 << 20)) throw bad("bs * topk above 2^20 rows");
+  s.widths = reference::MetadataWidths::for_seq_len(s.ctx, s.index_topk);
+  int64_t row_columns = 0;
+  for (const MetadataField& f : fields_of(s.field_set)) row_columns += reference::field_columns(f, s.widths);
+  if (s.bs * (1 + s.topk) * row_columns > (int64_t{1} << 28))
+    throw bad("the rows' fields (bs * (1 + topk) * " + std::to_string(row_columns) + " columns) above 2^28 values");
+  return s;
+}
+
 TensorMap make_inputs(const Case& c) {
   const Sizes s = sizes_of(c);
   Rng rng(c.seed());
   TensorMap inputs;
-  for (const MetadataField& f : fields_of(s)) {
+  for (const MetadataField& f : fields_of(s.field_set)) {
     HostTensor t(DType::i32, {s.bs, reference::field_columns(f, s.widths)});
     fill_integers(t, rng, -1, 1 << 20);
     inputs.emplace(f.name, std::move(t));
@@ -60,24 +67,26 @@ TensorMap make_inputs(const Case& c) {
 
 void validate_inputs(const Case& c, const TensorMap& inputs) {
   const Sizes s = sizes_of(c);
-  const std::vector<MetadataField> fields = fields_of(s);
-  for (const MetadataField& f : fields) require_i32("mtp_expand", inputs, f.name, {s.bs, reference::field_columns(f, s.widths)});
-  if (inputs.size() != fields.size())
-    throw BadInput("mtp_expand: " + std::to_string(inputs.size()) + " inputs, the case expands " +
-                   std::to_string(fields.size()) + " fields");
+  const std::vector<MetadataField> fields = fields_of(s.field_set);
+  std::vector<std::string> names;
+  for (const MetadataField& f : fields) {
+    require_i32("mtp_expand", inputs, f.name, {s.bs, reference::field_columns(f, s.widths)});
+    names.push_back(f.name);
+  }
+  reject_unknown_inputs("mtp_expand", inputs, names);
 }
 
 TensorMap make_outputs(const Case& c) {
   const Sizes s = sizes_of(c);
   TensorMap out;
-  for (const MetadataField& f : fields_of(s))
+  for (const MetadataField& f : fields_of(s.field_set))
     out.emplace(f.name, HostTensor(DType::i32, {s.bs * s.topk, reference::field_columns(f, s.widths)}));
   return out;
 }
 
 void run_reference(const Case& c, const TensorMap& inputs, TensorMap& outputs) {
   const Sizes s = sizes_of(c);
-  for (const MetadataField& f : fields_of(s))
+  for (const MetadataField& f : fields_of(s.field_set))
     write_rows(outputs.at(f.name), reference::repeat_interleave(to_index_matrix(inputs.at(f.name)), s.topk, s.bs * s.topk));
 }
 
@@ -86,7 +95,7 @@ TensorMap pad_batch(const Case& c, const TensorMap& inputs, int64_t bucket) {
   const Sizes s = sizes_of(c);
   if (bucket < s.bs) throw BadInput("mtp_expand: bucket " + std::to_string(bucket) + " < bs " + std::to_string(s.bs));
   TensorMap padded;
-  for (const MetadataField& f : fields_of(s)) {
+  for (const MetadataField& f : fields_of(s.field_set)) {
     const HostTensor& real = inputs.at(f.name);
     HostTensor t(DType::i32, {bucket, real.shape()[1]});
     std::memcpy(t.bytes(), real.bytes(), real.nbytes());
@@ -99,13 +108,13 @@ TensorMap pad_batch(const Case& c, const TensorMap& inputs, int64_t bucket) {
 WorkCount work(const Case& c, const TensorMap&) {
   const Sizes s = sizes_of(c);
   int64_t cols = 0;
-  for (const MetadataField& f : fields_of(s)) cols += reference::field_columns(f, s.widths);
+  for (const MetadataField& f : fields_of(s.field_set)) cols += reference::field_columns(f, s.widths);
   return {4.0 * static_cast<double>(cols * s.bs * (1 + s.topk)), 0};  // each input row read once, written topk times
 }
 
 }  // namespace
 
-std::vector<MetadataField> mtp_expand_fields(const Case& c) { return fields_of(sizes_of(c)); }
+std::vector<MetadataField> mtp_expand_fields(const Case& c) { return fields_of(sizes_of(c).field_set); }
 
 Component mtp_expand_component() {
   Component c;

@@ -1,6 +1,7 @@
 #include "history.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 
@@ -61,9 +62,9 @@ void read_accuracy(const std::string& path, const json& doc, Night& night) {
     AccuracyEntry e;
     e.test_case = field_of(path, list[i], where, "case", &json::is_string, "a string").get<std::string>();
     const json& used = list[i].contains("budget_used") ? list[i]["budget_used"] : json();
-    if (used.is_number()) e.budget_used = used.get<double>();
+    if (used.is_number() && used.get<double>() >= 0) e.budget_used = used.get<double>();
     else if (used == "inf") e.budget_used = std::numeric_limits<double>::infinity();
-    else throw BadInput(path + ": field \"" + where + "budget_used\" must be a number or \"inf\"");
+    else throw BadInput(path + ": field \"" + where + "budget_used\" must be a number >= 0 or \"inf\"");
     night.accuracy.push_back(e);
   }
 }
@@ -73,6 +74,7 @@ void read_repetition(const std::string& path, const json& entry, size_t index, N
   const std::string name =
       field_of(path, entry, where, entry.contains("run_name") ? "run_name" : "name", &json::is_string, "a string")
           .get<std::string>();
+  if (name.empty()) throw BadInput(path + ": field \"" + where + "name\" must not be empty");
   const double real_time = field_of(path, entry, where, "real_time", &json::is_number, "a number").get<double>();
   const std::string unit = field_of(path, entry, where, "time_unit", &json::is_string, "a string").get<std::string>();
   const double time_us = real_time * us_per_unit(path, where + "time_unit", unit);
@@ -84,9 +86,18 @@ void read_repetition(const std::string& path, const json& entry, size_t index, N
   // A benchmark that moves no bytes (the empty kernel) has no fraction of the copy ceiling.
   const bool moves_bytes = !(entry.contains("bytes") && entry["bytes"].is_number() && entry["bytes"] == 0);
   const std::optional<double> bytes = moves_bytes ? optional_positive(path, entry, where, "bytes") : std::nullopt;
-  std::optional<double> ceiling = night.copy_ceiling_GBps;
-  if (!ceiling) ceiling = optional_positive(path, entry, where, "copy_ceiling_GBps");
+  // The night's ceiling, where it has one, takes precedence; the entry's is checked all the same.
+  const std::optional<double> entry_ceiling = optional_positive(path, entry, where, "copy_ceiling_GBps");
+  const std::optional<double> ceiling = night.copy_ceiling_GBps ? night.copy_ceiling_GBps : entry_ceiling;
   if (bytes && ceiling) samples.fraction_of_ceiling.push_back(*bytes / time_us * 1e-3 / *ceiling);
+}
+
+bool is_iso_date(const std::string& s) {
+  if (s.size() != 10 || s[4] != '-' || s[7] != '-') return false;
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9})
+    if (!std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+  const int month = std::stoi(s.substr(5, 2)), day = std::stoi(s.substr(8, 2));
+  return month >= 1 && month <= 12 && day >= 1 && day <= 31;
 }
 
 }  // namespace
@@ -103,6 +114,9 @@ Night load_night(const std::string& path) {
   night.path = path;
   night.commit = optional_string(path, doc, "", "commit");
   night.date = optional_string(path, doc, "", "date");
+  // Nights are ordered by their dates as strings: only YYYY-MM-DD orders as time does.
+  if (!night.date.empty() && !is_iso_date(night.date))
+    throw BadInput(path + ": field \"date\" must be YYYY-MM-DD, got \"" + night.date + "\"");
   read_device(path, doc, night);
   if (doc.contains("context")) {
     const json& context = field_of(path, doc, "", "context", &json::is_object, "an object");

@@ -45,7 +45,7 @@ TEST_F(CaseFileTest, MalformedFilesNameTheField) {
   expect_bad("{", "not valid JSON");
   expect_bad("[]", "expected a JSON object");
   expect_bad(R"j({"case": "filtered_silu_mul"})j", "field \"component\" must be a string");
-  expect_bad(R"j({"component": "filtered_silu_mul", "case": "filtered_silu_mul(rows=x)"})j", "\"rows\" must be a finite number");
+  expect_bad(R"j({"component": "filtered_silu_mul", "case": "filtered_silu_mul(rows=x)"})j", "\"rows\" must be a finite decimal number");
   expect_bad(R"j({"component": "other", "case": "filtered_silu_mul"})j", "field \"component\" is \"other\"");
   expect_bad(std::string("{") + kCase + R"j(, "sead": 1})j", "unknown field \"sead\"");
   expect_bad(std::string("{") + kCase + R"j(, "inputs": {"gate_up": {"dtype": "bf17", "shape": [1], "data": [1]}}})j",
@@ -70,6 +70,31 @@ TEST_F(CaseFileTest, MalformedFilesNameTheField) {
              "inputs.x.shape: shape [100000000000000] has more than 2^40 elements");
   expect_bad(std::string("{") + kCase + R"j(, "inputs": {"x": {"dtype": "u8", "shape": [1000000000000], "data": [1]}}})j",
              "inputs.x.data: 1 elements, shape [1000000000000] needs 1000000000000");  // refused before allocating
+  expect_bad(std::string("{") + kCase + R"j(, "inputs": {"x": {"dtype": "f32", "shape": [1], "data": [1e400]}}})j",
+             "not valid JSON");  // beyond double's range
+  expect_bad(std::string("{") + kCase + R"j(, "inputs": {"x": {"dtype": "i32", "shape": [1], "data": [9223372036854775808]}}})j",
+             "does not fit i32");
+  expect_bad(std::string("{") + kCase + R"j(, "seed": 10000000000000000000})j", "below 10^19");
+  // A misspelt "expected" would skip the comparison with the stored outputs.
+  expect_bad(std::string("{") + kCase + ", " + inputs + R"j(, "outputs": {"expectd": {}}})j", "unknown field \"outputs.expectd\"");
+  expect_bad(std::string("{") + kCase + ", " + inputs +
+                 R"j(, "outputs": {"expected": {"out": {"dtype": "bf16", "shape": [1, 2], "data": [1, 2]}}}})j",
+             "outputs.expected.out is bf16[1, 2], the case's output is bf16[2, 2]");
+}
+
+TEST_F(CaseFileTest, ADirectoryIsNoCaseFile) {
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  try {
+    load_case_file(dir);
+    FAIL() << "accepted the directory " << dir;
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find(dir + ": a directory"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CaseFileTest, AFullDiskIsAWriteError) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full here";
+  EXPECT_THROW(write_json_file("/dev/full", {{"x", 1}}), std::runtime_error);
 }
 
 TEST_F(CaseFileTest, DumpLoadsBackBitForBit) {

@@ -31,11 +31,12 @@ void expect_bad(const std::string& text, const std::string& mentions) {
 TEST(CaseSpec, ErrorsNameTheField) {
   expect_bad("filtered_silu_mul(rows=1.5)", "\"rows\" must be an integer");
   expect_bad("filtered_silu_mul(rowz=1)", "unknown parameter \"rowz\"");
-  expect_bad("filtered_silu_mul(kept=abc)", "\"kept\" must be a finite number");
+  expect_bad("filtered_silu_mul(kept=abc)", "\"kept\" must be a finite decimal number");
   expect_bad("filtered_silu_mul(seed=-1)", "seed must be a non-negative integer");
   expect_bad("filtered_silu_mul(rows=1", "missing closing parenthesis");
   expect_bad("filtered_silu_mul(rows)", "\"rows\" is not key=value");
   expect_bad("no_such_component(rows=1)", "unknown component \"no_such_component\"");
+  expect_bad("filtered_silu_mul(rows=0x10)", "\"rows\" must be a finite decimal number");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // markdown reports hold.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 
 #include "harness/errors.h"
@@ -53,6 +54,29 @@ TEST(ReportHistory, HistoryFilesNeedCommitAndDate) {
     EXPECT_NE(std::string(e.what()).find("night.json: field \"commit\""), std::string::npos) << e.what();
   }
   EXPECT_THROW(load_history(testing::fresh_dir("empty")), BadInput);
+}
+
+// Each field a night's ordering or its fractions rest on is checked, even where another field
+// would take precedence: a night dated "03/12/2026" sorted after "2026-12-02" and swapped the
+// latest night and its baseline.
+TEST(ReportHistory, MalformedFieldsAreNamed) {
+  const std::string dir = testing::fresh_dir("malformed");
+  const auto expect_named = [&](const std::function<void(nlohmann::json&)>& spoil, const std::string& field) {
+    nlohmann::json doc = testing::night_document("c1", "2026-10-01", {{kSteady, {1.0, 1.1}}});
+    spoil(doc);
+    write_json_file(dir + "/night.json", doc);
+    try {
+      load_night(dir + "/night.json");
+      ADD_FAILURE() << "read a night with a malformed " << field;
+    } catch (const BadInput& e) {
+      EXPECT_NE(std::string(e.what()).find("field \"" + field + "\""), std::string::npos) << e.what();
+    }
+  };
+  expect_named([](nlohmann::json& d) { d["date"] = "03/12/2026"; }, "date");
+  expect_named([](nlohmann::json& d) { d["date"] = "2026-13-01"; }, "date");
+  expect_named([](nlohmann::json& d) { d["benchmarks"][0]["copy_ceiling_GBps"] = -1; }, "benchmarks[0].copy_ceiling_GBps");
+  expect_named([](nlohmann::json& d) { d["benchmarks"][0]["run_name"] = ""; }, "benchmarks[0].name");
+  expect_named([](nlohmann::json& d) { d["accuracy"] = {{{"case", "x"}, {"budget_used", -1}}}; }, "accuracy[0].budget_used");
 }
 
 // 20 nights at 3% noise: kStepped 10% slower from night 13 on, kRegressed 10% slower on the
