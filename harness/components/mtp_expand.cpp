@@ -2,6 +2,9 @@
 // bs * topk draft query rows, request-major (repeat_interleave), with the output size from the
 // case. `fields=0` expands every per-request field of spec 6.2; `fields=1` only those the draft
 // layer reads (it is SWA-only: out location, lengths, position, SWA indices).
+// The out locations are repeated like every other field, so with topk > 1 a request's branches
+// share one slot; per-branch slots (attn_metadata's draft mode) are what tree drafting would need,
+// and V4 forbids topk > 1 for that reason (spec 7's caveat). At topk 1 the two agree.
 #include <cstring>
 #include <string>
 #include <vector>
