@@ -5,6 +5,8 @@ A mutant is caught when at least one test fails on a wrong result that the compa
 a graph capture that the launch sequence broke (not on another error or a crash). The `noop`
 mutant (a kernel that does nothing) must fail every test that ran: no test may pass with the kernel
 replaced by a no-op. Exit 0 caught, 1 survived (or crashed), 77 skipped because no GPU was found.
+Every outcome writes its verdict to --json ("status": caught, survived, crashed or skipped), so a
+record never lacks a mutant that ran.
 Shrunk counterexamples go to $DSV4H_REGRESSION_DIR (a temporary folder unless set), never into
 fixtures/regressions/ of the source tree.
 """
@@ -29,6 +31,12 @@ def broke_capture(failure):
     return CAPTURE_MARK in failure and any(cause in failure for cause in CAPTURE_CAUSES)
 
 
+def write_verdict(path, verdict):
+    if path:
+        with open(path, "w") as f:
+            json.dump(verdict, f, indent=1)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mutant", required=True)
@@ -46,6 +54,7 @@ def main():
         if proc.returncode < 0 or not os.path.exists(gtest_json):
             print(output[-4000:])
             print(f"mutant {args.mutant}: the suite crashed (exit {proc.returncode}) instead of reporting a mismatch")
+            write_verdict(args.json, {"mutant": args.mutant, "caught": False, "status": "crashed", "exit": proc.returncode})
             return 1
         with open(gtest_json) as f:
             report = json.load(f)
@@ -61,13 +70,12 @@ def main():
     passed = [name for name, t in tests if name not in skipped and name not in failed]
     if "GPU test skipped: " in output and not failed:
         print(f"[  SKIPPED ] mutant {args.mutant}: no GPU found, the mutant was not exercised")
+        write_verdict(args.json, {"mutant": args.mutant, "caught": False, "status": "skipped"})
         return 77
     caught = bool(mismatched) and (args.mutant != "noop" or not passed)
-    verdict = {"mutant": args.mutant, "caught": caught, "tests": len(tests), "failed": len(failed),
-               "passed": len(passed), "skipped": len(skipped), "failed_tests": failed, "passed_tests": passed}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(verdict, f, indent=1)
+    write_verdict(args.json, {"mutant": args.mutant, "caught": caught, "status": "caught" if caught else "survived",
+                              "tests": len(tests), "failed": len(failed), "passed": len(passed), "skipped": len(skipped),
+                              "failed_tests": failed, "passed_tests": passed})
     print(f"mutant {args.mutant}: {len(failed)} of {len(tests)} tests failed, {len(passed)} passed, {len(skipped)} skipped")
     for name in failed:
         print(f"  caught by {name}")

@@ -364,7 +364,9 @@ def merge(parts, out, commit):
     print(f"{report['device']} at {report['commit'][:10]}, {report['date']}")
     print(f"tests: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
     for m in report["mutants"]:
-        print(f"mutant {m['mutant']:<24} {'caught' if m['caught'] else 'SURVIVED'} ({m['failed']}/{m['tests']} tests failed)")
+        verdict = "caught" if m["caught"] else m.get("status", "survived").upper()
+        counts = f" ({m['failed']}/{m['tests']} tests failed)" if "tests" in m else ""
+        print(f"mutant {m['mutant']:<24} {verdict}{counts}")
     for s in report["sanitizer"]:
         print(f"compute-sanitizer {s['tool']:<9} {s['binary']:<16} exit {s['exit']}")
     for b in report["benchmarks"]:

@@ -1,9 +1,12 @@
 // The GPU every GPU test shares. Where none can be opened the test skips, printing why; it never
-// passes and never fails for want of a GPU.
+// passes and never fails for want of a GPU. On a machine that has one (ci/gpu-suite and
+// ci/gpu-experiment set DSV4H_REQUIRE_GPU=1) the same condition fails the test instead: a driver
+// error there must not turn the suite into skips.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "harness/gpu_backend.h"
@@ -17,10 +20,18 @@ inline GpuBackend* shared_gpu(std::string& why_not) {
   return gpu.get();
 }
 
+inline bool gpu_required() {
+  const char* required = std::getenv("DSV4H_REQUIRE_GPU");
+  return required && *required && std::string(required) != "0";
+}
+
 }  // namespace dsv4h::testing
 
-// Declares `GpuBackend* name` or skips the test with the reason no GPU could be used.
-#define DSV4H_GPU_OR_SKIP(name)                                              \
-  std::string name##_why_not;                                                \
-  ::dsv4h::GpuBackend* name = ::dsv4h::testing::shared_gpu(name##_why_not);  \
+// Declares `GpuBackend* name`, or skips the test with the reason no GPU could be used (fails it
+// where DSV4H_REQUIRE_GPU says a GPU must be there).
+#define DSV4H_GPU_OR_SKIP(name)                                                                       \
+  std::string name##_why_not;                                                                         \
+  ::dsv4h::GpuBackend* name = ::dsv4h::testing::shared_gpu(name##_why_not);                           \
+  if (!name && ::dsv4h::testing::gpu_required()) GTEST_FAIL() << "GPU required (DSV4H_REQUIRE_GPU): " \
+                                                              << name##_why_not;                      \
   if (!name) GTEST_SKIP() << "GPU test skipped: " << name##_why_not

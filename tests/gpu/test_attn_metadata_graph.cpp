@@ -2,7 +2,12 @@
 // every batch size: each replay's buffers (real rows, tail reset to padding, staging rows nobody
 // may write, the consumer's gather) equal the reference and, bit for bit, an eager launch on the
 // same padded inputs; outputs are poisoned before every replay, so stale values cannot pass.
+// With the engine's buckets a batch of 1 replays in a graph of 1; the coarse plans put it (and every
+// batch up to 7) into a graph of 8, where a 1-row source broadcast to every row (review finding 2)
+// would show.
 #include <gtest/gtest.h>
+
+#include <vector>
 
 #include "gpu_env.h"
 #include "harness/component.h"
@@ -13,6 +18,7 @@ namespace {
 struct ReplayPlan {
   const char* base;
   int64_t max_batch;
+  std::vector<int64_t> buckets = {};  // none: the engine's (default_buckets)
 };
 
 class MetadataGraph : public ::testing::TestWithParam<ReplayPlan> {};
@@ -23,7 +29,7 @@ TEST_P(MetadataGraph, ReplayAtEveryBatchSize) {
   const Component& component = registry().get(base.component());
   ReplayOptions options;
   options.max_batch = GetParam().max_batch;
-  options.buckets = default_buckets(options.max_batch);
+  options.buckets = GetParam().buckets.empty() ? default_buckets(options.max_batch) : GetParam().buckets;
   const ReplayResult r = gpu->graph_replay(component, base, options);
   std::printf("%s: %lld batch sizes replayed, %lld failed\n", base.str().c_str(),
               static_cast<long long>(r.batches_checked), static_cast<long long>(r.batches_failed));
@@ -46,8 +52,12 @@ INSTANTIATE_TEST_SUITE_P(
                       ReplayPlan{"mtp_expand(bs=1,topk=1,ctx=2048)", 256},
                       ReplayPlan{"mtp_expand(bs=1,topk=2,ctx=2048)", 256},
                       ReplayPlan{"mtp_expand(bs=1,topk=3,ctx=2048)", 256},
-                      ReplayPlan{"mtp_expand(bs=1,topk=4,ctx=2048)", 256}),
-    [](const ::testing::TestParamInfo<ReplayPlan>& info) { return parse_case(info.param.base).test_name(); });
+                      ReplayPlan{"mtp_expand(bs=1,topk=4,ctx=2048)", 256},
+                      ReplayPlan{"attn_metadata(bs=1,mode=0,ctx=2048,max_seq_len=1300)", 64, {8, 64}},
+                      ReplayPlan{"mtp_expand(bs=1,topk=2,ctx=2048)", 64, {8, 64}}),
+    [](const ::testing::TestParamInfo<ReplayPlan>& info) {
+      return parse_case(info.param.base).test_name() + (info.param.buckets.empty() ? "" : "_coarse_buckets");
+    });
 
 }  // namespace
 }  // namespace dsv4h

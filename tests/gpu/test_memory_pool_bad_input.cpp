@@ -72,6 +72,15 @@ TEST(MemoryPoolGpuBadInput, LayerArgumentsOutsideThePoolsWriteNothing) {
   const TensorMap after = outputs.download();
   for (const auto& [name, t] : after)
     for (int64_t i = 0; i < t.numel(); ++i) ASSERT_TRUE(is_poison(t, i, Poison::a)) << name << " written at " << i;
+  // The control: the same step with the layer as it was does write, so "nothing written" above
+  // was the refusal's doing, not a store that could not land.
+  launch_kv_translate(step, nullptr);
+  launch_kv_store_layer(pools, step, testing::pool_layer(c, inputs, 1, 0), nullptr);
+  DSV4H_HIP_CHECK(hipStreamSynchronize(nullptr));
+  const HostTensor swa = outputs.download().at("swa_pool");
+  int64_t written = 0;
+  for (int64_t i = 0; i < swa.numel(); ++i) written += !is_poison(swa, i, Poison::a);
+  EXPECT_GT(written, 0) << "the valid layer stored nothing";
 }
 
 }  // namespace

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""ci/check-mutant.py and ci/gpu-suite's mutant phase without a GPU: every outcome of a mutant run
+leaves a verdict in the record (caught, survived, crashed, skipped, and a run killed by the step
+timeout), so that a record can never show only the mutants that were caught.
+
+usage: check_mutant_verdicts.py
+"""
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# A gtest binary as a mutant run sees it; BEHAVIOUR picks the outcome.
+FAKE_TEST = """#!/usr/bin/env python3
+import json, os, signal, sys, time
+behaviour = {behaviour!r}
+out = [a.split(":", 1)[1] for a in sys.argv[1:] if a.startswith("--gtest_output=json:")][0]
+if behaviour == "crash":
+    os.kill(os.getpid(), signal.SIGSEGV)
+if behaviour == "hang":
+    time.sleep(10)
+case = {{"name": "Case"}}
+if behaviour == "mismatch":
+    case["failures"] = [{{"failure": "out (bf16): MISMATCH at [0, 0]"}}]
+if behaviour == "skip":
+    case["result"] = "SKIPPED"
+    print("GPU test skipped: no GPU found")
+json.dump({{"testsuites": [{{"name": "MemoryPoolGpu", "testsuite": [case]}}]}}, open(out, "w"))
+sys.exit(1 if behaviour == "mismatch" else 0)
+"""
+
+
+def fail(message):
+    print("FAIL: " + message)
+    sys.exit(1)
+
+
+def fake(path, behaviour):
+    with open(path, "w") as f:
+        f.write(FAKE_TEST.format(behaviour=behaviour))
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+
+
+def check_each_outcome(work):
+    for behaviour, exit_code, status in (("mismatch", 0, "caught"), ("pass", 1, "survived"),
+                                         ("crash", 1, "crashed"), ("skip", 77, "skipped")):
+        binary, verdict = os.path.join(work, "test_" + behaviour), os.path.join(work, behaviour + ".json")
+        fake(binary, behaviour)
+        proc = subprocess.run([sys.executable, os.path.join(ROOT, "ci", "check-mutant.py"), "--mutant", "pool_cached_loc",
+                               "--binary", binary, "--json", verdict], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+        if proc.returncode != exit_code:
+            fail(f"a {behaviour} run exited {proc.returncode}, expected {exit_code}: {proc.stdout}")
+        if not os.path.exists(verdict):
+            fail(f"a {behaviour} run wrote no verdict: {proc.stdout}")
+        with open(verdict) as f:
+            v = json.load(f)
+        if v.get("status") != status or v.get("caught") != (status == "caught"):
+            fail(f"a {behaviour} run's verdict is {v}, expected status {status}")
+
+
+def check_killed_run_is_recorded(work):
+    # gpu-suite on a copy of the repository whose one mutant hangs past the step timeout.
+    repo = os.path.join(work, "repo")
+    shutil.copytree(os.path.join(ROOT, "ci"), os.path.join(repo, "ci"))
+    dist = os.path.join(repo, "build", "gpu-dist")
+    os.makedirs(dist)
+    fake(os.path.join(dist, "test_gpu_mutant_pool_cached_loc"), "hang")
+    out = os.path.join(work, "out")
+    proc = subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), "mutants"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, env=dict(os.environ, OUT=out, DSV4H_STEP_TIMEOUT="2"))
+    if proc.returncode != 0 or not os.path.exists(os.path.join(out, "results.json")):
+        fail(f"gpu-suite mutants exited {proc.returncode} without results.json: {proc.stdout}")
+    with open(os.path.join(out, "results.json")) as f:
+        mutants = json.load(f)["mutants"]
+    if [(m["mutant"], m["caught"]) for m in mutants] != [("pool_cached_loc", False)] or "killed" not in mutants[0]["status"]:
+        fail(f"a mutant run killed by the step timeout must stay in the record as not caught: {mutants}")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as work:
+        check_each_outcome(work)
+        check_killed_run_is_recorded(work)
+    print("check-mutant and gpu-suite mutants: caught, survived, crashed, skipped and killed runs all leave a verdict")
+
+
+if __name__ == "__main__":
+    main()
