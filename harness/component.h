@@ -65,7 +65,8 @@ const Registry& registry();
 // Parses a case string against the registry; the seed is the string's, else `default_seed`.
 Case parse_case(const std::string& text, uint64_t default_seed = 1);
 
-// Allocated, not-yet-poisoned outputs of a case after validating its inputs.
+// Allocated, not-yet-poisoned outputs of a case after validating its inputs; a logic_error where an
+// output is of a one-byte dtype, which no poison can mark as unwritten.
 TensorMap checked_outputs(const Component& component, const Case& c, const TensorMap& inputs);
 
 }  // namespace dsv4h

@@ -47,7 +47,14 @@ Case parse_case(const std::string& text, uint64_t default_seed) {
 
 TensorMap checked_outputs(const Component& component, const Case& c, const TensorMap& inputs) {
   component.validate_inputs(c, inputs);
-  return component.make_outputs(c);
+  TensorMap outputs = component.make_outputs(c);
+  // A poison must be a value no run produces: a one-byte output has none (fp8's are its NaN and
+  // saturation codes). Such outputs travel as i32 words, as memory_pool's pools do.
+  for (const auto& [name, t] : outputs)
+    if (t.dtype() == DType::fp8_e4m3 || t.dtype() == DType::u8)
+      throw std::logic_error(component.name + ": output \"" + name + "\" is " + dtype_name(t.dtype()) +
+                             ", which no poison can mark as unwritten: make it i32 words");
+  return outputs;
 }
 
 }  // namespace dsv4h
