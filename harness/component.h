@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "case_spec.h"
+#include "poison.h"
 #include "tensor.h"
 
 namespace dsv4h {
@@ -44,6 +45,10 @@ struct Component {
   // a tail reset) and everything it leaves poisoned must stay unwritten.
   std::function<TensorMap(const Case&, const TensorMap& inputs, int64_t bucket)> pad_batch;
   std::function<WorkCount(const Case&, const TensorMap& inputs)> work;
+  // Elements that no reader looks at and any run may write (a pool's sink slot): every comparison
+  // sees them as unwritten (set to that run's poison), so that a kernel may write them or not.
+  // Empty where every element counts.
+  std::function<void(const Case&, TensorMap& outputs, Poison poison)> unchecked;
   // Enqueues the kernel(s) on `stream` (a hipStream_t); empty in builds without GPU kernels.
   std::function<void(const Case&, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream)> gpu;
 };
@@ -68,5 +73,9 @@ Case parse_case(const std::string& text, uint64_t default_seed = 1);
 // Allocated, not-yet-poisoned outputs of a case after validating its inputs; a logic_error where an
 // output is of a one-byte dtype, which no poison can mark as unwritten.
 TensorMap checked_outputs(const Component& component, const Case& c, const TensorMap& inputs);
+
+// `outputs` of a run under `poison` as comparisons see them: the component's unchecked elements set
+// to that poison.
+void mask_unchecked(const Component& component, const Case& c, TensorMap& outputs, Poison poison);
 
 }  // namespace dsv4h

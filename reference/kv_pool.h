@@ -8,7 +8,8 @@
 //   indexer  132-B indexer entries, P = 64, ratio-4 layers
 // Slot 0 (page 0) of every pool is the write sink and never holds live data. The stores here treat
 // a location of 0 (and -1) as "write nothing": no reader looks at slot 0, and writing nothing keeps
-// the pool bytes deterministic when many rows of different data target the sink.
+// the pool bytes deterministic when many rows of different data target the sink. A kernel need not
+// do the same: the memory_pool component leaves slot 0 unchecked (Component::unchecked).
 #pragma once
 
 #include <cstdint>

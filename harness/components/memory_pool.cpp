@@ -225,8 +225,28 @@ void run_reference(const Case& c, const TensorMap& inputs, TensorMap& outputs) {
   }
 }
 
+// Slot 0 of every pool layer, its data bytes and its scale bytes: the sink, which no reader looks at.
+// The reference stores nothing there; a kernel may store its padded and non-completing rows there,
+// as SGLang's do (spec 5.2: "otherwise the write target is slot 0").
+void sink_unchecked(const Case& c, TensorMap& outputs, Poison poison) {
+  const MemoryPoolSizes s = memory_pool_sizes(c);
+  const uint64_t bits = poison_bits(DType::i32, poison);
+  for (PoolKind kind : reference::kPoolKinds) {
+    HostTensor& pool = outputs.at(pool_output(kind));
+    const int64_t per_page = reference::pool_tokens_per_page(kind, s.swa_page);
+    const int64_t data_bytes = kind == PoolKind::indexer ? reference::kIndexerDims : reference::kModel1DataBytes;
+    const int64_t scale_bytes = reference::pool_entry_bytes(kind) - data_bytes;
+    for (int64_t layer = 0; layer < pool.shape()[0]; ++layer) {
+      const int64_t row = layer * pool.shape()[1];
+      for (int64_t word = 0; word < data_bytes / 4; ++word) pool.set_bits(row + word, bits);
+      for (int64_t word = 0; word < scale_bytes / 4; ++word) pool.set_bits(row + per_page * data_bytes / 4 + word, bits);
+    }
+  }
+}
+
 // An engine pads a captured step with rows whose out location is 0 (the sink) and length 1 (no
-// compressed block completes): they store nothing. Their latents are NaN, which a store would show.
+// compressed block completes): they store nothing but, perhaps, the sink. Their latents are NaN,
+// which a store anywhere else would show.
 TensorMap pad_batch(const Case& c, const TensorMap& inputs, int64_t bucket) {
   const MemoryPoolSizes s = memory_pool_sizes(c);
   if (bucket < s.tokens) throw BadInput("memory_pool: bucket " + str(bucket) + " < tokens " + str(s.tokens));
@@ -350,6 +370,7 @@ Component memory_pool_component() {
   c.reference = run_reference;
   c.pad_batch = pad_batch;
   c.work = work;
+  c.unchecked = sink_unchecked;
   return c;
 }
 

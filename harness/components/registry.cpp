@@ -57,4 +57,8 @@ TensorMap checked_outputs(const Component& component, const Case& c, const Tenso
   return outputs;
 }
 
+void mask_unchecked(const Component& component, const Case& c, TensorMap& outputs, Poison poison) {
+  if (component.unchecked) component.unchecked(c, outputs, poison);
+}
+
 }  // namespace dsv4h

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "harness/component.h"
+#include "harness/compare.h"
 #include "harness/errors.h"
 #include "harness/poison.h"
 #include "harness/verify.h"
@@ -69,6 +70,34 @@ TEST(MemoryPoolComponent, TheStoreOrderChangesNothing) {
     EXPECT_EQ(std::memcmp(t.bytes(), down.outputs.at("reference").at(name).bytes(), t.nbytes()), 0) << name;
     EXPECT_EQ(std::memcmp(t.bytes(), shuffled.outputs.at("reference").at(name).bytes(), t.nbytes()), 0) << name;
   }
+}
+
+// A kernel may store its padded rows into the sink (spec 5.2, issue 4: "padded rows go to slot 0
+// only"): slot 0 of every pool, data and scale bytes, is unchecked, and not one word more.
+TEST(MemoryPoolComponent, TheSinkSlotAndNothingElseIsUnchecked) {
+  const Case c = parse_case("memory_pool(tokens=8,layers=3,history=40,swa_page=16,full_pages=16,swa_pages=32)", 4);
+  const CaseRun run = run_case(pool(), c, nullptr);
+  ASSERT_TRUE(run.result.passed()) << run.result.report();
+  const TensorMap& reference = run.outputs.at("reference");
+  const auto compare_with = [&](const std::string& name, int64_t word) {
+    TensorMap got = reference;
+    got.at(name).data<int32_t>()[word] = 12345;  // a padded row's store
+    mask_unchecked(pool(), c, got, Poison::a);
+    return compare_output(name, reference.at(name), Poison::a, got.at(name), Poison::a, ToleranceClass::exact);
+  };
+  // Page sections of the last layer of each pool: data of slot 0 at word 0, its scales after the
+  // page's data section (16 SWA entries, 64 c4 / indexer entries, 2 c128 entries a page).
+  const int64_t swa_row = reference.at("swa_pool").shape()[1] * 2, c4_row = 0;
+  EXPECT_TRUE(compare_with("swa_pool", swa_row).passed());
+  EXPECT_TRUE(compare_with("swa_pool", swa_row + 16 * 576 / 4 + 1).passed());      // slot 0's second scale word
+  EXPECT_FALSE(compare_with("swa_pool", swa_row + 576 / 4).passed());              // slot 1's data
+  EXPECT_FALSE(compare_with("swa_pool", swa_row + 16 * 576 / 4 + 2).passed());     // slot 1's scales
+  EXPECT_TRUE(compare_with("c4_pool", c4_row + 143).passed());                     // slot 0's last data word
+  EXPECT_FALSE(compare_with("c4_pool", c4_row + 144).passed());
+  EXPECT_TRUE(compare_with("indexer_pool", 64 * 128 / 4).passed());                 // slot 0's scale
+  EXPECT_FALSE(compare_with("indexer_pool", 64 * 128 / 4 + 1).passed());
+  EXPECT_TRUE(compare_with("c128_pool", 2 * 576 / 4 + 1).passed());
+  EXPECT_FALSE(compare_with("c128_pool", 2 * 576 / 4 + 2).passed());
 }
 
 std::string bad_input_message(const std::string& text, const std::string& input, int64_t index, int32_t value) {
