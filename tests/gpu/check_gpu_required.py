@@ -25,6 +25,9 @@ def main():
     binary = sys.argv[1]
     plain = run(binary, required=False)
     if "GPU test skipped: " not in plain.stdout:
+        if plain.returncode != 0:
+            print(f"FAIL: the test neither skipped nor passed, exit {plain.returncode}:\n{plain.stdout}")
+            return 1
         print("a GPU is present: the test ran, nothing to show")
         return 77
     if plain.returncode != 0:

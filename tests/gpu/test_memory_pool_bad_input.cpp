@@ -74,8 +74,11 @@ TEST(MemoryPoolGpuBadInput, LayerArgumentsOutsideThePoolsWriteNothing) {
     for (int64_t i = 0; i < t.numel(); ++i) ASSERT_TRUE(is_poison(t, i, Poison::a)) << name << " written at " << i;
   // The control: the same step with the layer as it was does write, so "nothing written" above
   // was the refusal's doing, not a store that could not land.
+  // (With the step's stale translations as the cache only the pool_cached_loc mutant reads, as the
+  // component's launcher passes them.)
   launch_kv_translate(step, nullptr);
-  launch_kv_store_layer(pools, step, testing::pool_layer(c, inputs, 1, 0), nullptr);
+  launch_kv_store_layer(memory_pool_device_pools(c, outputs, inputs.data<int32_t>("stale_swa_loc")), step,
+                        testing::pool_layer(c, inputs, 1, 0), nullptr);
   DSV4H_HIP_CHECK(hipStreamSynchronize(nullptr));
   const HostTensor swa = outputs.download().at("swa_pool");
   int64_t written = 0;
