@@ -365,8 +365,8 @@ def merge(parts, out, commit):
     print(f"tests: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
     for m in report["mutants"]:
         verdict = "caught" if m["caught"] else m.get("status", "survived").upper()
-        counts = f" ({m['failed']}/{m['tests']} tests failed)" if "tests" in m else ""
-        print(f"mutant {m['mutant']:<24} {verdict}{counts}")
+        failed = f" ({m['failed']}/{m['tests']} tests failed)" if "tests" in m else ""
+        print(f"mutant {m['mutant']:<24} {verdict}{failed}")
     for s in report["sanitizer"]:
         print(f"compute-sanitizer {s['tool']:<9} {s['binary']:<16} exit {s['exit']}")
     for b in report["benchmarks"]:

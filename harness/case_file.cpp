@@ -32,8 +32,7 @@ CaseFile load_case_file(const std::string& path) {
       throw BadInput(path + ": unknown field \"" + key + "\" (fields: component, case, seed, note, inputs, outputs)");
   for (const char* key : {"component", "case"})
     if (!j.contains(key) || !j[key].is_string()) throw BadInput(path + ": field \"" + key + "\" must be a string");
-  // The bound of a case string's seed, so that the case's string reproduces it.
-  if (j.contains("seed") && !(j["seed"].is_number_unsigned() && j["seed"].get<uint64_t>() < 10'000'000'000'000'000'000u))
+  if (j.contains("seed") && !(j["seed"].is_number_unsigned() && j["seed"].get<uint64_t>() < kSeedLimit))
     throw BadInput(path + ": field \"seed\" must be a non-negative integer below 10^19");
 
   const std::string component = j["component"].get<std::string>();

@@ -67,6 +67,9 @@ class Registry {
 // Every component of this build, with GPU launchers attached where the build has kernels.
 const Registry& registry();
 
+// Seeds are below 10^19, so that a case string (19 decimal digits at most) names every seed.
+constexpr uint64_t kSeedLimit = 10'000'000'000'000'000'000u;
+
 // Parses a case string against the registry; the seed is the string's, else `default_seed`.
 Case parse_case(const std::string& text, uint64_t default_seed = 1);
 

@@ -19,16 +19,16 @@ void indexer_pack_entry(const uint16_t* key_bf16, int64_t entries_per_page, int6
   float amax = 0;
   for (int i = 0; i < kIndexerDims; ++i) amax = std::max(amax, std::fabs(bf16_to_float(key_bf16[i])));
   const int e = indexer_scale_exponent(amax);
-  uint8_t* values = page + t * kIndexerDims;
+  uint8_t* values = page + t * kIndexerDataBytes;
   for (int i = 0; i < kIndexerDims; ++i) values[i] = float_to_fp8_e4m3(std::ldexp(bf16_to_float(key_bf16[i]), -e));
   const float scale = std::ldexp(1.f, e);
-  std::memcpy(page + entries_per_page * kIndexerDims + t * 4, &scale, 4);
+  std::memcpy(page + entries_per_page * kIndexerDataBytes + t * 4, &scale, 4);
 }
 
 void indexer_unpack_entry(const uint8_t* page, int64_t entries_per_page, int64_t t, float* key) {
   float scale;
-  std::memcpy(&scale, page + entries_per_page * kIndexerDims + t * 4, 4);
-  const uint8_t* values = page + t * kIndexerDims;
+  std::memcpy(&scale, page + entries_per_page * kIndexerDataBytes + t * 4, 4);
+  const uint8_t* values = page + t * kIndexerDataBytes;
   for (int i = 0; i < kIndexerDims; ++i) key[i] = fp8_e4m3_to_float(values[i]) * scale;
 }
 

@@ -18,6 +18,7 @@
 namespace dsv4h::reference {
 
 constexpr int kIndexerDims = 128;
+constexpr int kIndexerDataBytes = 128;  // per entry in the values section
 constexpr int kIndexerEntryBytes = 132;
 
 constexpr int64_t indexer_page_bytes(int64_t entries_per_page) { return entries_per_page * kIndexerEntryBytes; }

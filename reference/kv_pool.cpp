@@ -47,6 +47,8 @@ int64_t pool_tokens_per_page(PoolKind kind, int64_t swa_page) {
 
 int64_t pool_entry_bytes(PoolKind kind) { return kind == PoolKind::indexer ? kIndexerEntryBytes : kModel1TokenBytes; }
 
+int64_t pool_entry_data_bytes(PoolKind kind) { return kind == PoolKind::indexer ? kIndexerDataBytes : kModel1DataBytes; }
+
 int64_t pool_page_bytes(PoolKind kind, int64_t swa_page) {
   const int64_t p = pool_tokens_per_page(kind, swa_page);
   return kind == PoolKind::indexer ? indexer_page_bytes(p) : model1_page_bytes(p);

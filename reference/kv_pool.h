@@ -34,6 +34,9 @@ int pool_layers(PoolKind kind, int layers);  // how many layers of `layers` have
 
 int64_t pool_tokens_per_page(PoolKind kind, int64_t swa_page);
 int64_t pool_entry_bytes(PoolKind kind);
+// Of an entry's bytes, those in its page's first section (entry t at t * these); the rest lie in the
+// second section (the scales), which starts after the page's P entries of the first.
+int64_t pool_entry_data_bytes(PoolKind kind);
 int64_t pool_page_bytes(PoolKind kind, int64_t swa_page);  // multiples of 4 bytes in every pool
 
 // swa_out_loc = full_to_swa[out_cache_loc]; -1 stays -1 (decided before indexing, never by

@@ -28,13 +28,14 @@ struct Sizes {
   int64_t bs, real, mode, extend, topk, ctx, max_seq_len, index_topk, pool, swa_slots;
   int64_t rows_per_req, rows, full_slots;
   MetadataWidths capture, temp;
+  int64_t temp_cols, buffer_cols;  // a row's values over every field, in each set
 };
 
 Sizes sizes_of(const Case& c) {
   Sizes s{c.integer("bs"),         c.integer("real"),       c.integer("mode"), c.integer("extend"),
           c.integer("topk"),       c.integer("ctx"),        c.integer("max_seq_len"),
           c.integer("index_topk"), c.integer("pool"),       c.integer("swa_slots"),
-          0, 0, 0, {}, {}};
+          0, 0, 0, {}, {}, 0, 0};
   const auto bad = [&](const std::string& why) { return BadInput("attn_metadata: " + why + " in " + c.str()); };
   // Each size is bounded before any product of sizes is formed, so that none overflows.
   if (s.bs < 0 || s.bs > (1 << 20)) throw bad("bs must be in [0, 2^20]");
@@ -64,11 +65,13 @@ Sizes sizes_of(const Case& c) {
   s.full_slots = (s.pool * pages + 1) * reference::kPageSize;
   s.capture = MetadataWidths::for_seq_len(s.ctx, s.index_topk);
   s.temp = MetadataWidths::for_seq_len(s.max_seq_len, s.index_topk);
-  int64_t row_columns = 0;
-  for (const MetadataField& f : kMetadataFields)
-    row_columns += reference::field_columns(f, s.capture) + reference::field_columns(f, s.temp);
-  if (s.rows * row_columns > (int64_t{1} << 28))
-    throw bad("the rows' metadata (bs * rows per request * " + std::to_string(row_columns) + " columns) above 2^28 values");
+  for (const MetadataField& f : kMetadataFields) {
+    s.temp_cols += reference::field_columns(f, s.temp);
+    s.buffer_cols += reference::field_columns(f, s.capture);
+  }
+  if (s.rows * (s.temp_cols + s.buffer_cols) > (int64_t{1} << 28))
+    throw bad("the rows' metadata (bs * rows per request * " + std::to_string(s.temp_cols + s.buffer_cols) +
+              " columns) above 2^28 values");
   return s;
 }
 
@@ -249,16 +252,11 @@ WorkCount work(const Case& c, const TensorMap& inputs) {
   in.num_reqs = inputs.at("num_reqs").data<int32_t>()[0];
   in.row_repeat = s.mode == kDraft ? s.topk : 1;
   const int64_t real_rows = reference::query_rows(in);
-  int64_t temp_cols = 0, buffer_cols = 0;
-  for (const MetadataField& f : kMetadataFields) {
-    temp_cols += reference::field_columns(f, s.temp);
-    buffer_cols += reference::field_columns(f, s.capture);
-  }
   // Per real row: 128 req_to_token and 128 full_to_swa reads and one per page, the staging row
   // written and read back; per bucket row: the buffer row written, and the consumer's 128 index
   // reads, 128 gathers and 128 writes. All int32.
-  const double ints = static_cast<double>(real_rows * (256 + s.temp.page_cols + 2 * temp_cols) +
-                                          s.rows * (buffer_cols + 3 * reference::kSwaWindow));
+  const double ints = static_cast<double>(real_rows * (256 + s.temp.page_cols + 2 * s.temp_cols) +
+                                          s.rows * (s.buffer_cols + 3 * reference::kSwaWindow));
   return {4 * ints, 0};
 }
 

@@ -15,20 +15,19 @@ namespace {
 struct Sizes {
   int64_t rows, inter, step, num_ids;
   double kept, limit;
-  bool adversarial;
+  int64_t adversarial;  // 0 or 1
 };
 
 Sizes sizes_of(const Case& c) {
   Sizes s{c.integer("rows"), c.integer("inter"), c.integer("step"), 0,
-          c.real("kept"), c.real("limit"), c.integer("adversarial") != 0};
+          c.real("kept"), c.real("limit"), c.integer("adversarial")};
   const auto bad = [&](const std::string& why) { return BadInput("filtered_silu_mul: " + why + " in " + c.str()); };
   if (s.rows < 0) throw bad("rows must be >= 0");
   if (s.inter <= 0 || s.inter > (1 << 20)) throw bad("inter must be in [1, 2^20]");
   if (s.step <= 0) throw bad("step (expert_step) must be > 0");
   if (!(s.kept >= 0 && s.kept <= 1)) throw bad("kept must be in [0, 1]");
   if (!(s.limit >= 0)) throw bad("limit (swiglu_limit) must be >= 0");
-  const int64_t adversarial = c.integer("adversarial");
-  if (adversarial != 0 && adversarial != 1) throw bad("adversarial must be 0 or 1");
+  if (s.adversarial != 0 && s.adversarial != 1) throw bad("adversarial must be 0 or 1");
   // The reference holds gate_up in double precision too: 2^28 elements are 2.5 GB in all.
   if (s.rows > (int64_t{1} << 28) / (2 * s.inter)) throw bad("rows * 2 * inter above 2^28 elements");
   s.num_ids = (s.rows + s.step - 1) / s.step;

@@ -234,7 +234,7 @@ void sink_unchecked(const Case& c, TensorMap& outputs, Poison poison) {
   for (PoolKind kind : reference::kPoolKinds) {
     HostTensor& pool = outputs.at(pool_output(kind));
     const int64_t per_page = reference::pool_tokens_per_page(kind, s.swa_page);
-    const int64_t data_bytes = kind == PoolKind::indexer ? reference::kIndexerDims : reference::kModel1DataBytes;
+    const int64_t data_bytes = reference::pool_entry_data_bytes(kind);
     const int64_t scale_bytes = reference::pool_entry_bytes(kind) - data_bytes;
     for (int64_t layer = 0; layer < pool.shape()[0]; ++layer) {
       const int64_t row = layer * pool.shape()[1];

@@ -25,6 +25,7 @@ using reference::MetadataField;
 struct Sizes {
   int64_t bs, topk, ctx, index_topk, field_set;
   reference::MetadataWidths widths;
+  int64_t row_cols;  // a row's values over the expanded fields
 };
 
 // The expanded fields: every per-request field (field_set 0) or those the draft layer reads (1).
@@ -38,7 +39,7 @@ std::vector<MetadataField> fields_of(int64_t field_set) {
 }
 
 Sizes sizes_of(const Case& c) {
-  Sizes s{c.integer("bs"), c.integer("topk"), c.integer("ctx"), c.integer("index_topk"), c.integer("fields"), {}};
+  Sizes s{c.integer("bs"), c.integer("topk"), c.integer("ctx"), c.integer("index_topk"), c.integer("fields"), {}, 0};
   const auto bad = [&](const std::string& why) { return BadInput("mtp_expand: " + why + " in " + c.str()); };
   // Each size is bounded before any product of sizes is formed, so that none overflows.
   if (s.bs < 0 || s.bs > (1 << 20)) throw bad("bs must be in [0, 2^20]");
@@ -49,10 +50,9 @@ Sizes sizes_of(const Case& c) {
   if (s.field_set != 0 && s.field_set != 1) throw bad("fields must be 0 (all) or 1 (the draft layer's)");
   if (s.bs * s.topk > (1 << 20)) throw bad("bs * topk above 2^20 rows");
   s.widths = reference::MetadataWidths::for_seq_len(s.ctx, s.index_topk);
-  int64_t row_columns = 0;
-  for (const MetadataField& f : fields_of(s.field_set)) row_columns += reference::field_columns(f, s.widths);
-  if (s.bs * (1 + s.topk) * row_columns > (int64_t{1} << 28))
-    throw bad("the rows' fields (bs * (1 + topk) * " + std::to_string(row_columns) + " columns) above 2^28 values");
+  for (const MetadataField& f : fields_of(s.field_set)) s.row_cols += reference::field_columns(f, s.widths);
+  if (s.bs * (1 + s.topk) * s.row_cols > (int64_t{1} << 28))
+    throw bad("the rows' fields (bs * (1 + topk) * " + std::to_string(s.row_cols) + " columns) above 2^28 values");
   return s;
 }
 
@@ -110,9 +110,7 @@ TensorMap pad_batch(const Case& c, const TensorMap& inputs, int64_t bucket) {
 
 WorkCount work(const Case& c, const TensorMap&) {
   const Sizes s = sizes_of(c);
-  int64_t cols = 0;
-  for (const MetadataField& f : fields_of(s.field_set)) cols += reference::field_columns(f, s.widths);
-  return {4.0 * static_cast<double>(cols * s.bs * (1 + s.topk)), 0};  // each input row read once, written topk times
+  return {4.0 * static_cast<double>(s.row_cols * s.bs * (1 + s.topk)), 0};  // each input row read once, written topk times
 }
 
 }  // namespace
