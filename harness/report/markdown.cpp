@@ -1,16 +1,31 @@
 #include "markdown.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace dsv4h::report {
 
 namespace {
 
-// A benchmark name holds no "|" today; escaped anyway so that one never breaks the table.
+// Names and labels come from files anyone can write: a "|" would split the table's row and a line
+// break would end it, so both are neutralised in every cell.
 std::string cell(const std::string& text) {
   std::string out;
-  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  for (char c : text) {
+    if (c == '|') out += "\\|";
+    else out += c == '\n' || c == '\r' ? ' ' : c;
+  }
   return out;
+}
+
+// A name as a code span: its fence is one backtick longer than the longest run inside it
+// (CommonMark), padded with spaces where the name itself starts or ends with a backtick.
+std::string code(const std::string& name) {
+  size_t longest = 0, run = 0;
+  for (char c : name) longest = std::max(longest, run = c == '`' ? run + 1 : 0);
+  const std::string fence(longest + 1, '`');
+  const bool pad = !name.empty() && (name.front() == '`' || name.back() == '`');
+  return fence + (pad ? " " : "") + cell(name) + (pad ? " " : "") + fence;
 }
 
 }  // namespace
@@ -33,7 +48,7 @@ std::string render_markdown(const HistorySummary& s) {
     const BenchmarkComparison& b = c.benchmarks[i];
     const Trend& t = s.trends[i];
     const std::string verdict = verdict_name(b.verdict);
-    md << "| " << (b.verdict == Verdict::slower ? "**" + verdict + "**" : verdict) << " | `" << cell(b.name) << "` | "
+    md << "| " << (b.verdict == Verdict::slower ? "**" + verdict + "**" : verdict) << " | " << code(b.name) << " | "
        << format_time_us(b.base_median_us) << " | " << format_time_us(b.new_median_us) << " | "
        << format_change(b.change) << " | " << format_p(b.p_value) << " | "
        << (t.step ? format_change(t.step->change) + " " + cell(t.step_range) : "none") << " |\n";
@@ -42,7 +57,7 @@ std::string render_markdown(const HistorySummary& s) {
                                      std::pair{"Only in the baseline", c.only_in_base}}) {
     if (names.empty()) continue;
     md << "\n" << title << " (not compared):\n";
-    for (const std::string& name : names) md << "- `" << name << "`\n";
+    for (const std::string& name : names) md << "- " << code(name) << "\n";
   }
   md << "\n<sub>" << kVerdictRule << ".</sub>\n";
   return md.str();

@@ -169,6 +169,17 @@ TEST(ReportHistory, MarkdownListsRegressionsFirst) {
   EXPECT_NE(md.find("after " + testing::night_commit(12)), std::string::npos) << md;
 }
 
+// A name holding a table's or a code span's own syntax stays one cell of one row.
+TEST(ReportHistory, MarkdownKeepsOddNamesInTheirCell) {
+  const std::string dir = testing::fresh_dir("odd_names");
+  const std::string odd = "BM_x/`a``b`|c\nd";
+  testing::write_night(dir, 0, {{odd, {1.0, 1.1, 1.05}}});
+  testing::write_night(dir, 1, {{odd, {1.0, 1.1, 1.05}}, {"only`new", {1.0, 1.1}}});
+  const std::string md = render_markdown(summarize_history(dir, "", {}));
+  EXPECT_NE(md.find("| unchanged | ```BM_x/`a``b`\\|c d``` | "), std::string::npos) << md;
+  EXPECT_NE(md.find("- ``only`new``\n"), std::string::npos) << md;
+}
+
 TEST(ReportHistory, FirstNightIsItsOwnBaseline) {
   const std::string dir = testing::fresh_dir("single");
   testing::write_night(dir, 0, {{kSteady, {1.0, 1.1, 1.05}}});
