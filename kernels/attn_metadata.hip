@@ -72,7 +72,9 @@
 // rows, META_FULL_SHAPE_COPY (finding 2) copies every staging row (those this step does not build
 // as memory holds them: stale) and pads no tail row, META_ROW0_BROADCAST gives every buffer row
 // row 0's values when one row is real (torch's copy_ of a 1-row src), META_TAIL_NOT_RESET leaves
-// the tail rows as an earlier replay left them. NOOP does nothing.
+// the tail rows as an earlier replay left them, META_EXTRA_COLUMNS_STALE copies a narrower staging
+// field into the real rows (`dst[:n, :w].copy_(src)`, spec 6.4) and leaves the columns beyond w as an
+// earlier replay left them. NOOP does nothing.
 #include "attn_metadata.h"
 
 #include <algorithm>
@@ -511,7 +513,9 @@ __global__ void __launch_bounds__(kThreads) attn_metadata_update(const UpdateKer
 #if defined(DSV4H_MUTANT_META_PADDING_ITEM) || defined(DSV4H_MUTANT_META_FULL_SHAPE_COPY)
   if (index >= row.real_rows) copy_staging_row(b, s, index);
 #endif
+#if !defined(DSV4H_MUTANT_META_EXTRA_COLUMNS_STALE)
   if (a.wider) pad_extra_columns(b, s, index);
+#endif
 }
 
 __global__ void __launch_bounds__(kThreads) swa_gather(SwaGatherArgs a) {
