@@ -6,7 +6,9 @@
 // out, exactly the tokens older than the window evicted, and every live entry (SWA latents in the
 // window, c4 / c128 latents and indexer keys of completed blocks) reads back from the GPU bit for
 // bit as the CPU pack of what was stored. Tokens whose SWA pages were relocated lose their SWA
-// data (a rebuilt mapping moves no bytes) and are not read back.
+// data (a rebuilt mapping moves no bytes) and are not read back. Beyond the live entries, every
+// byte of every pool but the sink equals a CPU pool that took the reference's stores of the same
+// steps: a store to a freed, evicted or foreign slot shows there though no live entry changed.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/state.h>
@@ -18,6 +20,8 @@
 #include <tuple>
 
 #include "gpu_env.h"
+#include "harness/compare.h"
+#include "harness/component.h"
 #include "harness/poison.h"
 #include "harness/random.h"
 #include "memory_pool_device.h"
@@ -64,10 +68,13 @@ struct PoolSut {
   reference::PoolAllocator alloc{{20, 16, kSwaPage, kWindow}};
   DeviceTensorMap pools;
   DeviceBuffer translation_cache{sizeof(int32_t) * kMaxLength};
+  TensorMap expected;  // the CPU pools: the reference's stores of every step so far, over poison a
   PoolSut() {
     made_rows.clear();
-    TensorMap poisoned = registry().get("memory_pool").make_outputs(c);
-    fill_poison(poisoned, Poison::a);
+    expected = registry().get("memory_pool").make_outputs(c);
+    fill_poison(expected, Poison::a);
+    TensorMap poisoned = expected;
+    fill_poison(poisoned, Poison::b);
     pools = DeviceTensorMap::upload(poisoned);
     DSV4H_HIP_CHECK(hipMemcpy(translation_cache.data(), std::vector<int32_t>(kMaxLength, 0).data(),
                               translation_cache.bytes(), hipMemcpyHostToDevice));
@@ -112,6 +119,8 @@ void forward_step(PoolSut& sut, const std::vector<Token>& tokens, const std::vec
   launch_kv_translate(step, nullptr);
   for (int layer : order) launch_kv_store_layer(pools, step, testing::pool_layer(c, inputs, layer, 0), nullptr);
   DSV4H_HIP_CHECK(hipStreamSynchronize(nullptr));
+  for (const char* name : {"swa_out_loc", "c4_out_loc", "c128_out_loc"}) sut.expected[name] = HostTensor(DType::i32, {n});
+  registry().get("memory_pool").reference(c, in, sut.expected);
 }
 
 std::string last_mismatch;  // the last failed read-back, for the gtest failure message
@@ -153,6 +162,22 @@ bool read_back(PoolSut& sut, PoolKind kind, int local_layer, const std::vector<i
   const OutputComparison cmp = compare_output(what, want, Poison::a, got.download(), Poison::b, ToleranceClass::exact);
   if (!cmp.passed()) last_mismatch = cmp.summary();
   return cmp.passed();
+}
+
+// Every byte of every pool, the sink's aside, against the CPU pools.
+void check_whole_pools(PoolSut& sut) {
+  const Component& component = registry().get("memory_pool");
+  TensorMap got = sut.pools.download(), want = sut.expected;
+  mask_unchecked(component, sut.c, got, Poison::b);
+  mask_unchecked(component, sut.c, want, Poison::a);
+  for (PoolKind kind : reference::kPoolKinds) {
+    const std::string name = reference::pool_kind_name(kind) + "_pool";
+    const OutputComparison cmp = compare_output(name, want.at(name), Poison::a, got.at(name), Poison::b, ToleranceClass::exact);
+    if (!cmp.passed()) {
+      last_mismatch = "beyond the live entries: " + cmp.summary();
+      RC_FAIL(last_mismatch);
+    }
+  }
 }
 
 // Every invariant and every live entry, after a command, against the model `m`.
@@ -198,6 +223,7 @@ void check_pool(const PoolModel& m, PoolSut& sut) {
       if (!read_back(sut, kinds[k], layer, slots[k][layer], rows[k][layer],
                      reference::pool_kind_name(kinds[k]) + " layer " + std::to_string(layer)))
         RC_FAIL(last_mismatch);
+  check_whole_pools(sut);
 }
 
 std::vector<int> layer_order(int permutation) {
