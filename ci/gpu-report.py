@@ -254,11 +254,16 @@ def judge_metadata(report, by_name):
     goals = []
     peers = report.get("torch_peers_more", {}).get("metadata", {})
     for peer in peers.get("attn_metadata", []):
-        ours = by_name.get(f"BM_attn_metadata_update/bs:{peer['bs']}/verify:{peer['verify']}/ctx:{peer['ctx']}/manual_time")
+        # The goals judge a replay's update (temp:0, built straight into the buffers); the same update
+        # also writing the staging set, as an eager step does (temp:1), is named beside it.
+        case = f"bs:{peer['bs']}/verify:{peer['verify']}/ctx:{peer['ctx']}/temp:0"
+        ours = by_name.get(f"BM_attn_metadata_update/{case}/manual_time")
         if not ours:
             continue
-        what = f"attn_metadata update bs={peer['bs']} verify={peer['verify']} ctx={peer['ctx']}"
-        case = f"bs:{peer['bs']}/verify:{peer['verify']}/ctx:{peer['ctx']}"
+        eager = by_name.get(f"BM_attn_metadata_update/{case[:-1]}1/manual_time")
+        what = f"attn_metadata update bs={peer['bs']} verify={peer['verify']} ctx={peer['ctx']}, a replay's"
+        if eager:
+            what += f" (with the staging set written too: {eager['median_us']:.3f} us)"
         floor = slowest(by_name.get("BM_dependent_loads_graph/depth:3/manual_time"),
                         fastest_copy(by_name, f"BM_copy_same_bytes_update/{case}/manual_time"))
         goals.append(with_floor({"goal": f"{what}: <= 3 us per graph replay", "value": round(ours["median_us"], 3),

@@ -27,6 +27,9 @@ struct AttnMetadataBuffers {
 // (columns beyond a narrower staging field become padding), the rest the padding of spec 6.4.
 // Rows are request-major, token order, each token row_repeat times. The counts are read on the
 // device: no host synchronisation, so the launch is captured once and replayed at any batch size.
+// A staging set whose field pointers are all null is not written: a replay's update builds straight
+// into the buffers (the same values), and staging's rows and widths still give out_cache_loc's
+// rows and the step's widths.
 struct AttnMetadataUpdateArgs {
   const int32_t* req_to_token;      // [pool, ctx]
   int64_t pool, ctx;

@@ -472,9 +472,11 @@ __device__ void copy_staging_row(const Set& b, const Set& s, uint32_t row) {
 
 // Block `index` builds staging row `index` where it is real and writes buffer row `index`.
 // kFixedTokens: tokens_per_request > 0 (no scan of extend_lens); kAllAligned: every vector field's
-// rows aligned in both sets. Each variant holds only its own code: the update is short enough that
-// the branches and the instruction fetches of the others cost it time.
-template <bool kFixedTokens, bool kAllAligned>
+// rows aligned in both sets; kStaging: the staging set is written (an eager step's temp metadata;
+// a replay's update builds straight into the buffers, and its staging set holds only the widths).
+// Each variant holds only its own code: the update is short enough that the branches and the
+// instruction fetches of the others cost it time.
+template <bool kFixedTokens, bool kAllAligned, bool kStaging>
 __global__ void __launch_bounds__(kThreads) attn_metadata_update(const UpdateKernelArgs a) {
 #if defined(DSV4H_MUTANT_NOOP)
   if (a.max_reqs < UINT32_MAX) return;
@@ -502,7 +504,7 @@ __global__ void __launch_bounds__(kThreads) attn_metadata_update(const UpdateKer
   }
 #endif
   const bool copied = index < n;  // so index < real_rows, but in the mutants that copy stale rows
-  if (index < row.real_rows) build_row<kAllAligned>(a, row, RowSink{s, b, index, true, copied});
+  if (index < row.real_rows && (kStaging || copied)) build_row<kAllAligned>(a, row, RowSink{s, b, index, kStaging, copied});
   if (index >= b.rows) return;
   if (!copied) {
 #if !defined(DSV4H_MUTANT_META_TAIL_NOT_RESET) && !defined(DSV4H_MUTANT_META_FULL_SHAPE_COPY)
@@ -511,11 +513,14 @@ __global__ void __launch_bounds__(kThreads) attn_metadata_update(const UpdateKer
     return;
   }
 #if defined(DSV4H_MUTANT_META_PADDING_ITEM) || defined(DSV4H_MUTANT_META_FULL_SHAPE_COPY)
-  if (index >= row.real_rows) copy_staging_row(b, s, index);
+  if (kStaging && index >= row.real_rows) copy_staging_row(b, s, index);  // without staging: left stale
 #endif
-#if !defined(DSV4H_MUTANT_META_EXTRA_COLUMNS_STALE)
-  if (a.wider) pad_extra_columns(b, s, index);
+#if defined(DSV4H_MUTANT_META_EXTRA_COLUMNS_STALE)
+  constexpr bool pad_columns = false;
+#else
+  const bool pad_columns = a.wider;
 #endif
+  if (pad_columns) pad_extra_columns(b, s, index);
 }
 
 __global__ void __launch_bounds__(kThreads) swa_gather(SwaGatherArgs a) {
@@ -531,8 +536,9 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument(message);
 }
 
-// The kernel's view of a set, its sizes checked to fit its 32-bit arithmetic.
-Set set_of(const AttnMetadataBuffers& b, const std::string& which) {
+// The kernel's view of a set, its sizes checked to fit its 32-bit arithmetic. `widths_only`: a set
+// of no fields, whose sizes alone count (alignment then follows from the widths).
+Set set_of(const AttnMetadataBuffers& b, const std::string& which, bool widths_only = false) {
   require(b.rows >= 0 && b.rows <= (int64_t{1} << 24), which + ".rows must be in [0, 2^24], got " + std::to_string(b.rows));
   require(b.page_cols >= 0 && b.c128_cols >= 0 && b.index_topk >= 0, which + ": widths must be >= 0");
   require(b.page_cols <= kMaxSize && b.c128_cols <= kMaxSize && b.index_topk <= kMaxSize,
@@ -545,7 +551,7 @@ Set set_of(const AttnMetadataBuffers& b, const std::string& which) {
         static_cast<uint32_t>(b.index_topk), 0};
   if (b.rows == 0) return s;
   for (int f = 0; f < kFields; ++f) {
-    require(s.field[f] != nullptr, which + ": null device pointer");
+    require((s.field[f] == nullptr) == widths_only, which + (widths_only ? ": a field among null ones" : ": null device pointer"));
     const bool aligned = reinterpret_cast<uintptr_t>(s.field[f]) % 16 == 0 && cols_of(s, f) % 4 == 0;
     s.aligned |= static_cast<uint32_t>(aligned) << f;
   }
@@ -557,7 +563,8 @@ Set set_of(const AttnMetadataBuffers& b, const std::string& which) {
 void launch_attn_metadata_update(const AttnMetadataUpdateArgs& args, hipStream_t stream) {
   const std::string name = "attn_metadata_update: ";
   UpdateKernelArgs k{};
-  k.staging = set_of(args.staging, name + "staging");
+  const bool staging = args.staging.raw_out_loc != nullptr;
+  k.staging = set_of(args.staging, name + "staging", !staging);
   k.buffers = set_of(args.buffers, name + "buffers");
   const auto fits = [&](const char* field, int64_t staging, int64_t buffer) {
     require(staging <= buffer, name + field + " of the staging set is " + std::to_string(staging) +
@@ -622,10 +629,18 @@ void launch_attn_metadata_update(const AttnMetadataUpdateArgs& args, hipStream_t
   const dim3 grid(rows > 0 ? rows : 1);
   const bool fixed_tokens = k.tokens_per_request > 0;
   const bool all_aligned = (k.staging.aligned & k.buffers.aligned & kVectorFields) == kVectorFields;
-  if (fixed_tokens && all_aligned) attn_metadata_update<true, true><<<grid, kThreads, 0, stream>>>(k);
-  else if (fixed_tokens) attn_metadata_update<true, false><<<grid, kThreads, 0, stream>>>(k);
-  else if (all_aligned) attn_metadata_update<false, true><<<grid, kThreads, 0, stream>>>(k);
-  else attn_metadata_update<false, false><<<grid, kThreads, 0, stream>>>(k);
+  const auto launch = [&](auto kernel) { kernel<<<grid, kThreads, 0, stream>>>(k); };
+  if (staging) {
+    if (fixed_tokens && all_aligned) launch(attn_metadata_update<true, true, true>);
+    else if (fixed_tokens) launch(attn_metadata_update<true, false, true>);
+    else if (all_aligned) launch(attn_metadata_update<false, true, true>);
+    else launch(attn_metadata_update<false, false, true>);
+  } else {
+    if (fixed_tokens && all_aligned) launch(attn_metadata_update<true, true, false>);
+    else if (fixed_tokens) launch(attn_metadata_update<true, false, false>);
+    else if (all_aligned) launch(attn_metadata_update<false, true, false>);
+    else launch(attn_metadata_update<false, false, false>);
+  }
   DSV4H_LAUNCH_CHECK("attn_metadata_update");
 }
 

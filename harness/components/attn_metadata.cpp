@@ -3,7 +3,8 @@
 // set (the fields without prefix: fixed addresses, the bucket's rows, the capture widths) with
 // the tail reset to padding, and read by a consumer (`swa_gathered`, a gather through
 // swa_page_indices) as a layer would. The real request count is device data (`num_reqs`): inside
-// a captured graph nothing may read it on the host.
+// a captured graph nothing may read it on the host. With temp=0 the update is a replay's: it builds
+// straight into the buffers, and the staging set, not materialized, must stay unwritten.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -25,7 +26,7 @@ using reference::MetadataWidths;
 enum Mode : int64_t { kDecode = 0, kPrefill = 1, kVerify = 2, kDraft = 3 };
 
 struct Sizes {
-  int64_t bs, real, mode, extend, topk, ctx, max_seq_len, index_topk, pool, swa_slots;
+  int64_t bs, real, mode, extend, topk, ctx, max_seq_len, index_topk, pool, swa_slots, write_temp;
   int64_t rows_per_req, rows, full_slots;
   MetadataWidths capture, temp;
   int64_t temp_cols, buffer_cols;  // a row's values over every field, in each set
@@ -34,7 +35,7 @@ struct Sizes {
 Sizes sizes_of(const Case& c) {
   Sizes s{c.integer("bs"),         c.integer("real"),       c.integer("mode"), c.integer("extend"),
           c.integer("topk"),       c.integer("ctx"),        c.integer("max_seq_len"),
-          c.integer("index_topk"), c.integer("pool"),       c.integer("swa_slots"),
+          c.integer("index_topk"), c.integer("pool"),       c.integer("swa_slots"), c.integer("temp"),
           0, 0, 0, {}, {}, 0, 0};
   const auto bad = [&](const std::string& why) { return BadInput("attn_metadata: " + why + " in " + c.str()); };
   // Each size is bounded before any product of sizes is formed, so that none overflows.
@@ -44,6 +45,7 @@ Sizes sizes_of(const Case& c) {
     throw bad("real = " + std::to_string(s.real) + " requests do not fit the bucket's bs = " + std::to_string(s.bs));
   if (s.mode < kDecode || s.mode > kDraft) throw bad("mode must be 0 (decode), 1 (prefill), 2 (target verify) or 3 (draft decode)");
   if (s.extend < 1) throw bad("extend must be >= 1");
+  if (s.write_temp != 0 && s.write_temp != 1) throw bad("temp must be 0 (a replay: no staging set written) or 1");
   if (s.topk < 1 || s.topk > (1 << 20)) throw bad("topk must be in [1, 2^20], got " + std::to_string(s.topk));
   if (s.ctx < 1 || s.ctx > (1 << 24)) throw bad("ctx must be in [1, 2^24]");
   if (s.max_seq_len == -1) s.max_seq_len = s.ctx;
@@ -208,7 +210,7 @@ void run_reference(const Case& c, const TensorMap& inputs, TensorMap& outputs) {
   AttnMetadata buffers = reference::padding_metadata(s.rows, s.capture);
   reference::copy_into(buffers, temp);
   for (const MetadataField& f : kMetadataFields) {
-    write_rows(outputs.at(std::string("temp_") + f.name), temp.*f.member);
+    if (s.write_temp) write_rows(outputs.at(std::string("temp_") + f.name), temp.*f.member);
     write_rows(outputs.at(f.name), buffers.*f.member);
   }
   outputs.at("temp_num_rows").data<int32_t>()[0] = static_cast<int32_t>(temp.rows());
@@ -252,10 +254,10 @@ WorkCount work(const Case& c, const TensorMap& inputs) {
   in.num_reqs = inputs.at("num_reqs").data<int32_t>()[0];
   in.row_repeat = s.mode == kDraft ? s.topk : 1;
   const int64_t real_rows = reference::query_rows(in);
-  // Per real row: 128 req_to_token and 128 full_to_swa reads and one per page, the staging row
-  // written and read back; per bucket row: the buffer row written, and the consumer's 128 index
-  // reads, 128 gathers and 128 writes. All int32.
-  const double ints = static_cast<double>(real_rows * (256 + s.temp.page_cols + 2 * s.temp_cols) +
+  // Per real row: 128 req_to_token and 128 full_to_swa reads and one per page, and the staging row
+  // written (temp=1); per bucket row: the buffer row written, and the consumer's 128 index reads,
+  // 128 gathers and 128 writes. All int32.
+  const double ints = static_cast<double>(real_rows * (256 + s.temp.page_cols + s.write_temp * s.temp_cols) +
                                           s.rows * (s.buffer_cols + 3 * reference::kSwaWindow));
   return {4 * ints, 0};
 }
@@ -277,6 +279,7 @@ Component attn_metadata_component() {
       {"index_topk", ParamKind::integer, "512", "c4_sparse_page_indices columns"},
       {"pool", ParamKind::integer, "256", "request slots of req_to_token"},
       {"swa_slots", ParamKind::integer, "65536", "SWA slots (full_to_swa's range; the consumer's swa_kv)"},
+      {"temp", ParamKind::integer, "1", "1: the staging set is written (an eager step); 0: a replay's update, into the buffers alone"},
   };
   c.verify_cases = {
       "attn_metadata(bs=1,mode=0)",
@@ -288,6 +291,8 @@ Component attn_metadata_component() {
       "attn_metadata(bs=64,mode=2,extend=2,ctx=4096,max_seq_len=2000)",
       "attn_metadata(bs=4,real=0,mode=0)",
       "attn_metadata(bs=2,mode=0,ctx=524289,pool=2,index_topk=1024)",
+      "attn_metadata(bs=8,real=3,mode=2,extend=3,ctx=2048,max_seq_len=700,temp=0)",
+      "attn_metadata(bs=16,real=11,mode=1,extend=8,temp=0)",
   };
   c.batch_param = "bs";
   c.replay_case = "attn_metadata(bs=1,mode=0,ctx=2048,max_seq_len=1300)";

@@ -9,9 +9,10 @@
 namespace dsv4h {
 namespace {
 
-// The output set whose names start with `prefix` ("" for the graph buffers, "temp_" for staging).
-AttnMetadataBuffers buffers_of(DeviceTensorMap& outputs, const std::string& prefix) {
-  const auto field = [&](const char* name) { return outputs.data<int32_t>(prefix + name); };
+// The output set whose names start with `prefix` ("" for the graph buffers, "temp_" for staging);
+// without `fields`, its sizes alone (a staging set the update does not write).
+AttnMetadataBuffers buffers_of(DeviceTensorMap& outputs, const std::string& prefix, bool fields = true) {
+  const auto field = [&](const char* name) { return fields ? outputs.data<int32_t>(prefix + name) : nullptr; };
   AttnMetadataBuffers b{field("page_table"), field("raw_out_loc"), field("seq_lens_casual"), field("positions_casual"),
                         field("swa_page_indices"), field("swa_topk_lengths"), field("c4_out_loc"), field("c4_positions"),
                         field("c4_topk_lengths_raw"), field("c4_topk_lengths_clamp1"), field("c4_sparse_topk_lengths"),
@@ -44,7 +45,7 @@ void launch_attn_metadata_update(const Case& c, const DeviceTensorMap& inputs, D
   update.max_reqs = inputs.at("seq_lens").shape[0];
   update.tokens_per_request = mode == 1 ? 0 : mode == 2 ? c.integer("extend") : 1;
   update.row_repeat = mode == 3 ? c.integer("topk") : 1;
-  update.staging = buffers_of(outputs, "temp_");
+  update.staging = buffers_of(outputs, "temp_", c.integer("temp") == 1);
   update.num_rows = outputs.data<int32_t>("temp_num_rows");
   update.buffers = buffers_of(outputs, "");
   launch_attn_metadata_update(update, s);

@@ -4,7 +4,8 @@
 // same padded inputs; outputs are poisoned before every replay, so stale values cannot pass.
 // With the engine's buckets a batch of 1 replays in a graph of 1; the coarse plans put it (and every
 // batch up to 7) into a graph of 8, where a 1-row source broadcast to every row (review finding 2)
-// would show.
+// would show. The temp=0 plans replay the update as an engine does (no staging set written), where
+// the real rows come from registers alone.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -53,7 +54,9 @@ INSTANTIATE_TEST_SUITE_P(
                       ReplayPlan{"mtp_expand(bs=1,topk=2,ctx=2048)", 256},
                       ReplayPlan{"mtp_expand(bs=1,topk=3,ctx=2048)", 256},
                       ReplayPlan{"mtp_expand(bs=1,topk=4,ctx=2048)", 256},
+                      ReplayPlan{"attn_metadata(bs=1,mode=2,extend=4,ctx=1024,max_seq_len=700,temp=0)", 64},
                       ReplayPlan{"attn_metadata(bs=1,mode=0,ctx=2048,max_seq_len=1300)", 64, {8, 64}},
+                      ReplayPlan{"attn_metadata(bs=1,mode=0,ctx=2048,max_seq_len=1300,temp=0)", 64, {8, 64}},
                       ReplayPlan{"mtp_expand(bs=1,topk=2,ctx=2048)", 64, {8, 64}}),
     [](const ::testing::TestParamInfo<ReplayPlan>& info) {
       return parse_case(info.param.base).test_name() + (info.param.buckets.empty() ? "" : "_coarse_buckets");
