@@ -536,9 +536,10 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument(message);
 }
 
-// The kernel's view of a set, its sizes checked to fit its 32-bit arithmetic. `widths_only`: a set
-// of no fields, whose sizes alone count (alignment then follows from the widths).
-Set set_of(const AttnMetadataBuffers& b, const std::string& which, bool widths_only = false) {
+// The kernel's view of a set, its sizes checked to fit its 32-bit arithmetic. `may_be_absent`: the
+// set may have no fields (every pointer null), its sizes alone counting (its alignment then
+// follows from the widths).
+Set set_of(const AttnMetadataBuffers& b, const std::string& which, bool may_be_absent = false) {
   require(b.rows >= 0 && b.rows <= (int64_t{1} << 24), which + ".rows must be in [0, 2^24], got " + std::to_string(b.rows));
   require(b.page_cols >= 0 && b.c128_cols >= 0 && b.index_topk >= 0, which + ": widths must be >= 0");
   require(b.page_cols <= kMaxSize && b.c128_cols <= kMaxSize && b.index_topk <= kMaxSize,
@@ -550,8 +551,10 @@ Set set_of(const AttnMetadataBuffers& b, const std::string& which, bool widths_o
         static_cast<uint32_t>(b.rows), static_cast<uint32_t>(b.page_cols), static_cast<uint32_t>(b.c128_cols),
         static_cast<uint32_t>(b.index_topk), 0};
   if (b.rows == 0) return s;
+  const int nulls = static_cast<int>(std::count(s.field, s.field + kFields, nullptr));
+  require(nulls == 0 || (may_be_absent && nulls == kFields),
+          which + (may_be_absent ? ": some fields null, some not (all null: a set not written)" : ": null device pointer"));
   for (int f = 0; f < kFields; ++f) {
-    require((s.field[f] == nullptr) == widths_only, which + (widths_only ? ": a field among null ones" : ": null device pointer"));
     const bool aligned = reinterpret_cast<uintptr_t>(s.field[f]) % 16 == 0 && cols_of(s, f) % 4 == 0;
     s.aligned |= static_cast<uint32_t>(aligned) << f;
   }
@@ -563,8 +566,8 @@ Set set_of(const AttnMetadataBuffers& b, const std::string& which, bool widths_o
 void launch_attn_metadata_update(const AttnMetadataUpdateArgs& args, hipStream_t stream) {
   const std::string name = "attn_metadata_update: ";
   UpdateKernelArgs k{};
-  const bool staging = args.staging.raw_out_loc != nullptr;
-  k.staging = set_of(args.staging, name + "staging", !staging);
+  k.staging = set_of(args.staging, name + "staging", true);
+  const bool staging = k.staging.field[0] != nullptr;
   k.buffers = set_of(args.buffers, name + "buffers");
   const auto fits = [&](const char* field, int64_t staging, int64_t buffer) {
     require(staging <= buffer, name + field + " of the staging set is " + std::to_string(staging) +

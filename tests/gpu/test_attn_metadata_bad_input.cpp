@@ -1,7 +1,7 @@
 // Bad input to the metadata kernels: the launch wrappers refuse impossible sizes naming the field
-// (staging wider than the buffers, topk 0, an output size that is not bs * topk, an expansion
-// beyond its kernel's 32-bit indices), and the harness
-// refuses more real requests than the bucket holds before any launch.
+// (staging wider than the buffers, a staging set missing some fields, topk 0, an output size that
+// is not bs * topk, an expansion beyond its kernel's 32-bit indices), and the harness refuses more
+// real requests than the bucket holds before any launch.
 #include <gtest/gtest.h>
 
 #include "gpu_env.h"
@@ -56,6 +56,17 @@ TEST(MetadataGpuBadInput, UpdateRefusesStagingWiderThanTheBuffers) {
   refused(buffers(8, 4, 128, 512), buffers(8, 4, 64, 512), "c128_page_indices of the staging set is 128 wide");
   refused(buffers(8, 4, 64, 1024), buffers(8, 4, 64, 512), "c4_sparse_page_indices of the staging set is 1024 wide");
   refused(buffers(8, 4, 64, 512), buffers(-1, 4, 64, 512), "buffers.rows must be in [0, 2^24]");
+}
+
+// A staging set of null fields is a replay's (not written); one null field among others is a mistake.
+TEST(MetadataGpuBadInput, UpdateRefusesAStagingSetMissingSomeFields) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  AttnMetadataUpdateArgs args = valid_update();
+  args.staging.c128_page_indices = nullptr;
+  expect_refused([&] { launch_attn_metadata_update(args, nullptr); }, "staging: some fields null, some not");
+  args = valid_update();
+  args.buffers.page_table = nullptr;
+  expect_refused([&] { launch_attn_metadata_update(args, nullptr); }, "buffers: null device pointer");
 }
 
 TEST(MetadataGpuBadInput, UpdateRefusesTopkZero) {
