@@ -5,11 +5,12 @@
 // reset; one kernel, no host sync), bs in {1, 8, 64, 256} full buckets, decode and target verify
 // with 4 draft tokens, buffers captured for ctx = 8192 or 131072 (the widths of page_table and
 // c128_page_indices follow); temp=0 is a replay's update, built straight into the buffers (the
-// goals' case), temp=1 also writes the staging set as an eager step does. mtp_expand: bs in {1, 64, 256}, topk in {1, 4}, the draft layer's
-// fields (fields=1) or every per-request field (fields=0). Each sample replays the graph K times
-// and reports the mean device time per replay; a graph holding one empty kernel, timed the same
-// way, is the floor (issue 5's goals: update <= 3 us, expansion within 1.5x of the floor); a
-// graph of one kernel making 1 or 3 dependent loads is the least a node with such a chain costs,
+// goals' case), temp=1 also writes the staging set as an eager step does. mtp_expand: bs in
+// {1, 64, 256}, topk in {1, 4}, the draft layer's fields (fields=1) or every per-request field
+// (fields=0). Each sample replays the graph K times and reports the mean device time per replay;
+// a graph holding one empty kernel, timed the same way, is the floor (issue 5's goals: update
+// <= 3 us, expansion within 1.5x of the floor); a graph of one kernel making 1 or 3 dependent
+// loads is the least a node with such a chain costs,
 // and a graph of one copy moving a case's bytes (by the driver, or by a copy kernel: the faster
 // counts) the least a node moving them costs.
 // Replays are queued behind a stream hold (GpuTimer), so the time is the device's, not the host's.
@@ -23,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "bench_support.h"
 #include "harness/component.h"
@@ -195,12 +197,11 @@ void BM_dependent_loads_graph(benchmark::State& state) {
 
 // The update's and the expansion's cases; each same-bytes copy runs the cases of its kernel (of
 // the update, those the goals judge).
-void update_cases(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"bs", "verify", "ctx", "temp"})->ArgsProduct({{1, 8, 64, 256}, {0, 1}, {8192, 131072}, {0, 1}});
+void update_args(benchmark::internal::Benchmark* b, const std::vector<int64_t>& temps) {
+  b->ArgNames({"bs", "verify", "ctx", "temp"})->ArgsProduct({{1, 8, 64, 256}, {0, 1}, {8192, 131072}, temps});
 }
-void update_goal_cases(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"bs", "verify", "ctx", "temp"})->ArgsProduct({{1, 8, 64, 256}, {0, 1}, {8192, 131072}, {0}});
-}
+void update_cases(benchmark::internal::Benchmark* b) { update_args(b, {0, 1}); }
+void update_goal_cases(benchmark::internal::Benchmark* b) { update_args(b, {0}); }
 void mtp_cases(benchmark::internal::Benchmark* b) {
   b->ArgNames({"bs", "topk", "fields"})->ArgsProduct({{1, 64, 256}, {1, 4}, {1, 0}});
 }
