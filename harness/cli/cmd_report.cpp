@@ -31,7 +31,8 @@ Compares two benchmark files (history files or bare Google Benchmark JSON with r
 benchmark by benchmark: the change of the median time (NEW/BASE - 1), a two-sided Mann-Whitney U
 test over the repetitions, and a verdict. Benchmarks in one file only are listed, not compared.
 Files timed differently (context.timing: "device", or absent where launches were timed at the
-host's rate) are not compared: exit 2.
+host's rate) or on cards of different names (device.name, where both have one) are not compared:
+exit 2.
 
   --threshold T  relative median change that matters (default 0.05)
   --alpha A      significance level of the test (default 0.05)
@@ -50,13 +51,17 @@ const char* kHtmlHelp = R"(usage: dsv4h report html --history DIR --out FILE.htm
 Writes one self-contained HTML page (no scripts, fonts or network): the latest night of DIR
 against the baseline (default: the night before it) as a table of verdicts, regressions first;
 per benchmark an SVG chart of the median time and the fraction of the copy ceiling per night,
-the baseline marked, and the commit range of any step change found in the history.
+the baseline marked, and the commit range of any step change found in the history. Only nights
+timed as the latest was, on its card (context.timing, device.name), are shown; the page says how
+many it leaves out.
 )";
 
 const char* kMarkdownHelp = R"(usage: dsv4h report markdown --history DIR --out FILE.md [--baseline FILE] [--threshold T] [--alpha A] [--min-change-us U]
 
 Writes the summary for a pull request: the table of verdicts of the latest night of DIR against
 the baseline (default: the night before it), regressions first, with each benchmark's step change.
+Only nights timed as the latest was, on its card (context.timing, device.name), count; the summary
+says how many it leaves out.
 )";
 
 // Arguments not starting with "--" (and not the value of a valued option) are positional.

@@ -47,12 +47,19 @@ std::string timing_name(const Night& night) {
   return night.timing.empty() ? "absent (launches timed at the host's rate)" : "\"" + night.timing + "\"";
 }
 
+bool same_device(const Night& a, const Night& b) {
+  return a.device_name.empty() || b.device_name.empty() || a.device_name == b.device_name;
+}
+
 Comparison compare_nights(const Night& base, const Night& now, const CompareOptions& options) {
   // A change of timing method moves every launch-bound time at once (an empty kernel: 3.5 us at
   // the host's launch rate, 1.4 us on the device): no verdict of such a pair would mean anything.
   if (base.timing != now.timing)
     throw BadInput(now.path + ": field \"context.timing\" is " + timing_name(now) + ", in " + base.path + " " +
                    timing_name(base) + ": nights timed differently are not compared");
+  if (!same_device(base, now))
+    throw BadInput(now.path + ": field \"device.name\" is \"" + now.device_name + "\", in " + base.path + " \"" +
+                   base.device_name + "\": nights on different devices are not compared");
   Comparison c{base.label(), now.label(), options, {}, {}, {}};
   for (const auto& [name, samples] : base.benchmarks)
     if (!now.benchmarks.count(name)) c.only_in_base.push_back(name);

@@ -172,9 +172,7 @@ std::string render_html(const HistorySummary& s) {
        << " against baseline " << escape(c.base_label) << "; " << s.nights.size() << " nights from "
        << escape(s.nights.front().date) << " to " << escape(s.nights.back().date) << "; threshold "
        << number(100 * c.options.threshold, "%.3g%%") << ", alpha " << number(c.options.alpha, "%.3g") << "</p>\n"
-       << (s.nights_timed_otherwise ? "<p>" + std::to_string(s.nights_timed_otherwise) +
-                                          " earlier nights were timed otherwise (context.timing) and are not shown.</p>\n"
-                                    : std::string())
+       << (left_out_note(s).empty() ? std::string() : "<p>" + escape(left_out_note(s)) + "</p>\n")
        << "<p class=\"rule\">" << escape(kVerdictRule) << ". Step change: the split of the nightly medians that "
        << "maximises the shift of the median relative to the pooled spread, kept when the Mann-Whitney test "
        << "between its sides gives p &lt; alpha and the shift exceeds the threshold.</p>\n";

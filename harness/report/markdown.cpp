@@ -39,9 +39,7 @@ std::string render_markdown(const HistorySummary& s) {
      << (slower ? "**" + std::to_string(slower) + " slower**" : std::string("no regression")) << " among "
      << c.benchmarks.size() << " benchmarks (threshold " << format_change(c.options.threshold).substr(1)
      << ", alpha " << c.options.alpha << ").\n\n"
-     << (s.nights_timed_otherwise ? std::to_string(s.nights_timed_otherwise) +
-                                        " earlier nights were timed otherwise (context.timing) and are not shown.\n\n"
-                                  : std::string())
+     << (left_out_note(s).empty() ? std::string() : left_out_note(s) + "\n\n")
      << "| verdict | benchmark | baseline | latest | change | p | step change |\n"
      << "|---|---|---|---|---|---|---|\n";
   for (size_t i = 0; i < c.benchmarks.size(); ++i) {

@@ -45,16 +45,19 @@ HistorySummary summarize_history(const std::string& dir, const std::string& base
                                  const CompareOptions& options) {
   HistorySummary s;
   std::vector<Night> all = load_history(dir);
-  for (Night& night : all)
-    if (night.timing == all.back().timing) s.nights.push_back(std::move(night));
-  s.nights_timed_otherwise = all.size() - s.nights.size();
+  const Night latest = all.back();
+  for (Night& night : all) {
+    if (night.timing != latest.timing) ++s.nights_timed_otherwise;
+    else if (!same_device(night, latest)) ++s.nights_on_other_devices;
+    else s.nights.push_back(std::move(night));
+  }
   if (!baseline_path.empty()) {
     s.baseline = load_night(baseline_path);
     for (size_t i = 0; i < s.nights.size(); ++i)
       if (s.nights[i].commit == s.baseline.commit && s.nights[i].date == s.baseline.date) s.baseline_index = i;
   } else {
-    // The first night of a history (or of a timing method) is its own baseline: it renders, every
-    // verdict "unchanged".
+    // The first night of a history (or of a timing method, or on a card) is its own baseline: it
+    // renders, every verdict "unchanged".
     s.baseline_index = s.nights.size() - (s.nights.size() < 2 ? 1 : 2);
     s.baseline = s.nights[*s.baseline_index];
   }
@@ -63,6 +66,15 @@ HistorySummary summarize_history(const std::string& dir, const std::string& base
   for (const auto& names : {s.comparison.only_in_new, s.comparison.only_in_base})
     for (const std::string& name : names) s.trends.push_back(trend_of(name, s.nights, options));
   return s;
+}
+
+std::string left_out_note(const HistorySummary& s) {
+  const auto nights = [](size_t n) { return std::to_string(n) + (n == 1 ? " earlier night was" : " earlier nights were"); };
+  std::string note;
+  if (s.nights_timed_otherwise) note += nights(s.nights_timed_otherwise) + " timed otherwise (context.timing) and not shown.";
+  if (s.nights_on_other_devices)
+    note += (note.empty() ? "" : " ") + nights(s.nights_on_other_devices) + " run on another device (device.name) and not shown.";
+  return note;
 }
 
 std::string format_change(double change) {

@@ -21,8 +21,10 @@ struct Trend {
 };
 
 struct HistorySummary {
-  std::vector<Night> nights;  // oldest first, those timed as the latest night was
-  size_t nights_timed_otherwise = 0;  // earlier nights left out: their times are not comparable
+  std::vector<Night> nights;  // oldest first, those timed as the latest night was, on its device
+  // Earlier nights left out, their times not comparable: timed otherwise, or (timed alike) on
+  // another device.
+  size_t nights_timed_otherwise = 0, nights_on_other_devices = 0;
   Night baseline;
   std::optional<size_t> baseline_index;  // where the baseline is in nights, if it is one of them
   Comparison comparison;                 // the latest night against the baseline
@@ -30,10 +32,13 @@ struct HistorySummary {
 };
 
 // The history's nights timed as the latest was (Night::timing; a change of method would show as a
-// step in every launch-bound trend). The baseline is `baseline_path` when given, else the night
+// step in every launch-bound trend) and on its device (same_device). The baseline is `baseline_path` when given, else the night
 // before the latest (where there is none, the latest night is its own baseline).
 HistorySummary summarize_history(const std::string& dir, const std::string& baseline_path,
                                  const CompareOptions& options);
+
+// The sentences saying which earlier nights the report leaves out and why ("" where none).
+std::string left_out_note(const HistorySummary& s);
 
 // Number formats shared by the reports.
 std::string format_change(double change);  // "+10.2%"

@@ -69,12 +69,14 @@ inline std::string night_date(int i) {
   std::snprintf(buf, sizeof(buf), "2026-%02d-%02d", 10 + i / 28, 1 + i % 28);
   return buf;
 }
-// `timing` is the night's context.timing ("" leaves it out, as nights before the stream hold did).
+// `timing` is the night's context.timing ("" leaves it out, as nights before the stream hold did);
+// `device` its device.name.
 inline std::string write_night(const std::string& dir, int i, const std::map<std::string, std::vector<double>>& times,
-                               const std::string& timing = "") {
+                               const std::string& timing = "", const std::string& device = "Synthetic GPU") {
   const std::string path = dir + "/" + night_date(i) + "-" + night_commit(i) + ".json";
   nlohmann::json night = night_document(night_commit(i), night_date(i), times);
   if (!timing.empty()) night["context"]["timing"] = timing;
+  night["device"]["name"] = device;
   write_json_file(path, night);
   return path;
 }

@@ -141,6 +141,24 @@ TEST(ReportCompare, NightsTimedDifferentlyAreNotCompared) {
   EXPECT_EQ(run_dsv4h("report compare " + device + " " + device_again, output), 0) << output;
 }
 
+// Nights on different cards are not compared (exit 2, naming the field); a bare Google Benchmark
+// file, which names no device, is compared with either.
+TEST(ReportCompare, NightsOnDifferentDevicesAreNotCompared) {
+  const std::string dir = testing::fresh_dir("device");
+  std::mt19937_64 rng(23);
+  const std::string h200 = testing::write_night(dir, 0, {{kKernel, draw_times(rng, 1.4, 0.01)}}, "device", "NVIDIA H200");
+  const std::string h100 =
+      testing::write_night(dir, 1, {{kKernel, draw_times(rng, 1.2, 0.01)}}, "device", "NVIDIA H100 80GB HBM3");
+  EXPECT_THROW(compare_nights(load_night(h200), load_night(h100), {}), BadInput);
+  std::string output;
+  EXPECT_EQ(run_dsv4h("report compare " + h200 + " " + h100, output), 2) << output;
+  EXPECT_NE(output.find("field \"device.name\" is \"NVIDIA H100 80GB HBM3\""), std::string::npos) << output;
+  nlohmann::json bare = read_json_file(h100);
+  bare.erase("device");
+  write_json_file(dir + "/bare.json", bare);
+  EXPECT_EQ(run_dsv4h("report compare " + h200 + " " + dir + "/bare.json", output), 0) << output;
+}
+
 // Malformed files exit 2 with a message naming the file and the field.
 TEST(ReportCompare, MalformedFilesExitTwoNamingTheField) {
   const std::string dir = testing::fresh_dir("malformed");

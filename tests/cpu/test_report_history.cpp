@@ -145,6 +145,31 @@ TEST(ReportHistory, NightsTimedOtherwiseAreLeftOut) {
   EXPECT_NE(render_markdown(s).find("2 earlier nights were timed otherwise"), std::string::npos);
 }
 
+// The lent machine is an H100 one night and an H200 the next: a night is compared only with
+// nights on its device, and the others are left out of the trends (where the card's difference
+// would be a step), counted apart from the nights timed otherwise.
+TEST(ReportHistory, NightsOnAnotherDeviceAreLeftOut) {
+  const std::string dir = testing::fresh_dir("device_history");
+  std::mt19937_64 rng(19);
+  testing::write_night(dir, 0, {{kSteady, draw_times(rng, 3.5, 0.01)}});
+  testing::write_night(dir, 1, {{kSteady, draw_times(rng, 1.4, 0.01)}}, "device", "NVIDIA H200");
+  testing::write_night(dir, 2, {{kSteady, draw_times(rng, 1.2, 0.01)}}, "device", "NVIDIA H100 80GB HBM3");
+  HistorySummary s = summarize_history(dir, "", {});
+  ASSERT_EQ(s.nights.size(), 1u);
+  EXPECT_EQ(s.nights_timed_otherwise, 1u);
+  EXPECT_EQ(s.nights_on_other_devices, 1u);
+  EXPECT_EQ(s.comparison.benchmarks[0].verdict, Verdict::unchanged);  // its own baseline, not the H200's 1.4
+  testing::write_night(dir, 3, {{kSteady, draw_times(rng, 2.4, 0.01)}}, "device", "NVIDIA H200");
+  s = summarize_history(dir, "", {});
+  ASSERT_EQ(s.nights.size(), 2u);
+  EXPECT_EQ(s.nights.front().commit, testing::night_commit(1));
+  EXPECT_EQ(s.comparison.benchmarks[0].verdict, Verdict::slower);  // 1.4 -> 2.4 on the H200
+  EXPECT_NE(render_markdown(s).find("1 earlier night was timed otherwise (context.timing) and not shown. 1 earlier "
+                                    "night was run on another device (device.name) and not shown."),
+            std::string::npos);
+  EXPECT_NE(render_html(s).find("1 earlier night was run on another device"), std::string::npos);
+}
+
 TEST(ReportHistory, HtmlHoldsTableAndOneChartPerBenchmark) {
   const std::string html = render_html(summarize_history(twenty_nights(2), "", {}));
   EXPECT_EQ(count(html, "<table id=\"summary\">"), 1u);
