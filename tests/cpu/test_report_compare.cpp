@@ -141,8 +141,8 @@ TEST(ReportCompare, NightsTimedDifferentlyAreNotCompared) {
   EXPECT_EQ(run_dsv4h("report compare " + device + " " + device_again, output), 0) << output;
 }
 
-// Nights on different cards are not compared (exit 2, naming the field); a bare Google Benchmark
-// file, which names no device, is compared with either.
+// Nights on different cards are not compared (exit 2, naming the field); a file that names no
+// device (none does in a bare Google Benchmark file) is compared with either.
 TEST(ReportCompare, NightsOnDifferentDevicesAreNotCompared) {
   const std::string dir = testing::fresh_dir("device");
   std::mt19937_64 rng(23);
@@ -153,10 +153,10 @@ TEST(ReportCompare, NightsOnDifferentDevicesAreNotCompared) {
   std::string output;
   EXPECT_EQ(run_dsv4h("report compare " + h200 + " " + h100, output), 2) << output;
   EXPECT_NE(output.find("field \"device.name\" is \"NVIDIA H100 80GB HBM3\""), std::string::npos) << output;
-  nlohmann::json bare = read_json_file(h100);
-  bare.erase("device");
-  write_json_file(dir + "/bare.json", bare);
-  EXPECT_EQ(run_dsv4h("report compare " + h200 + " " + dir + "/bare.json", output), 0) << output;
+  nlohmann::json unnamed = read_json_file(h100);
+  unnamed.erase("device");
+  write_json_file(dir + "/unnamed.json", unnamed);
+  EXPECT_EQ(run_dsv4h("report compare " + h200 + " " + dir + "/unnamed.json", output), 0) << output;
 }
 
 // Malformed files exit 2 with a message naming the file and the field.
