@@ -4,7 +4,8 @@ processes (bench-<binary>.p<i>.json) becomes one entry a benchmark holding the m
 processes of its time, of its numeric counters (a paired ratio too) and of the copy ceiling, with
 each process's time and paired ratio; a label is kept; a binary run once (bench-<binary>.json) is
 taken as it is; merge judges a paired ratio goal on the median and lists each process's ratio, and
-gives a bandwidth goal the faster of its two copy floors (by the driver, by the copy kernel).
+gives a bandwidth goal the faster of its two copy floors (by the driver, by the copy kernel); merge
+refuses parts that ran on different cards (nvidia-smi's name, or dsv4h verify's) and names them.
 
 usage: check_gpu_report.py
 """
@@ -88,6 +89,26 @@ def main():
         goal = goals.get("rows=3072 all kept: >= 80% of copy bandwidth", {})
         check("a bandwidth goal's floor is the faster copy", goal.get("value") == 0.6667 and goal.get("floor") == 0.8333
               and goal.get("floor_meets_goal"))
+        # The same card named by nvidia-smi in one part and by dsv4h verify in another merges; a part
+        # of another card is refused, exit 2, naming both cards.
+        h200_smi = os.path.join(work, "h200-smi.json")
+        h200_verify = os.path.join(work, "h200-verify.json")
+        h100_smi = os.path.join(work, "h100-smi.json")
+        for path, part in ((h200_smi, {"context": {"nvidia_smi": [{"name": "NVIDIA H200"}]}}),
+                           (h200_verify, {"verify": {"device": "NVIDIA H200 (nvidia, device 0)", "passed": 1,
+                                                     "failed": 0, "cases": [], "graph_replay": []}}),
+                           (h100_smi, {"context": {"nvidia_smi": [{"name": "NVIDIA H100 80GB HBM3"}]}})):
+            with open(path, "w") as f:
+                json.dump(part, f)
+        run = subprocess.run([sys.executable, REPORT, "merge", h200_smi, h200_verify, "--commit", "0" * 40, "--out",
+                              os.path.join(work, "same.json")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        check("parts of one card, named by nvidia-smi and by verify, merge", run.returncode == 0)
+        mixed = os.path.join(work, "mixed.json")
+        run = subprocess.run([sys.executable, REPORT, "merge", h200_smi, h100_smi, "--commit", "0" * 40, "--out", mixed],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        check("parts of two cards are refused (exit 2), naming both, and nothing is written",
+              run.returncode == 2 and "(NVIDIA H200)" in run.stdout and "(NVIDIA H100 80GB HBM3)" in run.stdout
+              and not os.path.exists(mixed))
     print("check_gpu_report: " + ("FAILED: " + "; ".join(failures) if failures else "all passed"))
     return 1 if failures else 0
 
