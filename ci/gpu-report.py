@@ -346,28 +346,29 @@ def judge(report):
 
 
 def part_device(part):
-    """The card a part ran on: nvidia-smi's name, else dsv4h verify's (its backend's words cut off);
-    None where the part names none (parts collected before ci/gpu-suite queried the card in every phase)."""
+    """The card a part ran on: nvidia-smi's name, else dsv4h verify's without its backend's suffix
+    (" (nvidia, device 0)"); None where the part names none (verify on the CPU, or a part collected
+    before ci/gpu-suite queried the card in every phase)."""
     smi = part.get("context", {}).get("nvidia_smi") or [{}]
     name = smi[0].get("name") or part.get("verify", {}).get("device", "")
-    return re.sub(r" \(.*\)$", "", name) or None
+    return None if name in ("", "cpu") else re.sub(r" \([^()]*, device \d+\)$", "", name)
 
 
 def merge(parts, out, commit):
     # A record is one card's: the lent machine is an H100 one call and an H200 the next, and a
     # goal judged on one card's times must not be labelled with the other's name.
-    devices = {path: part_device(load(path)) for path in parts}
+    loaded = {path: load(path) for path in parts}
+    devices = {path: part_device(part) for path, part in loaded.items()}
     if len({d for d in devices.values() if d}) > 1:
         print("gpu-report merge: the parts ran on different cards: " +
-              ", ".join(f"{path} ({device or 'unnamed'})" for path, device in devices.items()) +
+              ", ".join(f"{path} ({device or 'no card named'})" for path, device in devices.items()) +
               "; merge each card's parts into a record of its own", file=sys.stderr)
         return 2
     report = {"commit": commit or subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "note": "",
               "tests": [], "mutants": [], "sanitizer": [], "benchmarks": [], "context": {}}
-    for path in parts:
-        part = load(path)
+    for part in loaded.values():
         for key in ("tests", "mutants", "sanitizer"):
             report[key] += part.get(key, [])
         report["benchmarks"] += [derive(b) for b in part.get("benchmarks", [])]

@@ -59,7 +59,7 @@ Comparison compare_nights(const Night& base, const Night& now, const CompareOpti
                    timing_name(base) + ": nights timed differently are not compared");
   if (!same_device(base, now))
     throw BadInput(now.path + ": field \"device.name\" is \"" + now.device_name + "\", in " + base.path + " \"" +
-                   base.device_name + "\": nights on different devices are not compared");
+                   base.device_name + "\": nights on different cards are not compared");
   Comparison c{base.label(), now.label(), options, {}, {}, {}};
   for (const auto& [name, samples] : base.benchmarks)
     if (!now.benchmarks.count(name)) c.only_in_base.push_back(name);

@@ -50,13 +50,13 @@ struct Comparison {
   bool any_slower() const;
 };
 
-// BadInput where the two nights were timed differently (Night::timing) or ran on different devices
+// BadInput where the two nights were timed differently (Night::timing) or ran on different cards
 // (same_device).
 Comparison compare_nights(const Night& base, const Night& now, const CompareOptions& options);
 
-// Whether two nights ran on the same kind of card: the same device.name, or one of them has none
-// (a bare Google Benchmark file). The lent machine is an H100 one night and an H200 the next, and
-// their launch latencies and bandwidths differ by more than any threshold here.
+// Whether `report compare` may compare two files' times: the same device.name, or one of them
+// names none (a bare Google Benchmark file). The lent machine is an H100 one night and an H200 the
+// next, and their launch latencies and bandwidths differ by more than any threshold here.
 bool same_device(const Night& a, const Night& b);
 
 // How a night's benchmarks were timed, for messages: its context.timing quoted, or "absent (...)".

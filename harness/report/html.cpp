@@ -165,6 +165,7 @@ void lists_and_night(std::ostringstream& html, const HistorySummary& s) {
 
 std::string render_html(const HistorySummary& s) {
   const Comparison& c = s.comparison;
+  const std::string left_out = left_out_note(s);
   std::ostringstream html;
   html << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
        << "<title>dsv4h nightly benchmarks: " << escape(s.nights.back().label()) << "</title>\n<style>" << kStyle
@@ -172,7 +173,7 @@ std::string render_html(const HistorySummary& s) {
        << " against baseline " << escape(c.base_label) << "; " << s.nights.size() << " nights from "
        << escape(s.nights.front().date) << " to " << escape(s.nights.back().date) << "; threshold "
        << number(100 * c.options.threshold, "%.3g%%") << ", alpha " << number(c.options.alpha, "%.3g") << "</p>\n"
-       << (left_out_note(s).empty() ? std::string() : "<p>" + escape(left_out_note(s)) + "</p>\n")
+       << (left_out.empty() ? std::string() : "<p>" + escape(left_out) + "</p>\n")
        << "<p class=\"rule\">" << escape(kVerdictRule) << ". Step change: the split of the nightly medians that "
        << "maximises the shift of the median relative to the pooled spread, kept when the Mann-Whitney test "
        << "between its sides gives p &lt; alpha and the shift exceeds the threshold.</p>\n";

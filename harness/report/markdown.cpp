@@ -32,6 +32,7 @@ std::string code(const std::string& name) {
 
 std::string render_markdown(const HistorySummary& s) {
   const Comparison& c = s.comparison;
+  const std::string left_out = left_out_note(s);
   std::ostringstream md;
   size_t slower = 0;
   for (const BenchmarkComparison& b : c.benchmarks) slower += b.verdict == Verdict::slower;
@@ -39,7 +40,7 @@ std::string render_markdown(const HistorySummary& s) {
      << (slower ? "**" + std::to_string(slower) + " slower**" : std::string("no regression")) << " among "
      << c.benchmarks.size() << " benchmarks (threshold " << format_change(c.options.threshold).substr(1)
      << ", alpha " << c.options.alpha << ").\n\n"
-     << (left_out_note(s).empty() ? std::string() : left_out_note(s) + "\n\n")
+     << (left_out.empty() ? std::string() : left_out + "\n\n")
      << "| verdict | benchmark | baseline | latest | change | p | step change |\n"
      << "|---|---|---|---|---|---|---|\n";
   for (size_t i = 0; i < c.benchmarks.size(); ++i) {

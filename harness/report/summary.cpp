@@ -45,10 +45,12 @@ HistorySummary summarize_history(const std::string& dir, const std::string& base
                                  const CompareOptions& options) {
   HistorySummary s;
   std::vector<Night> all = load_history(dir);
-  const Night latest = all.back();
+  // The latest night's series: its timing and its card's exact name. A night naming no card is a
+  // series of its own, not a match for every card (same_device's leniency is for a bare file).
+  const std::string timing = all.back().timing, card = all.back().device_name;
   for (Night& night : all) {
-    if (night.timing != latest.timing) ++s.nights_timed_otherwise;
-    else if (!same_device(night, latest)) ++s.nights_on_other_devices;
+    if (night.timing != timing) ++s.nights_timed_otherwise;
+    else if (night.device_name != card) ++s.nights_on_other_cards;
     else s.nights.push_back(std::move(night));
   }
   if (!baseline_path.empty()) {
@@ -69,11 +71,15 @@ HistorySummary summarize_history(const std::string& dir, const std::string& base
 }
 
 std::string left_out_note(const HistorySummary& s) {
-  const auto nights = [](size_t n) { return std::to_string(n) + (n == 1 ? " earlier night was" : " earlier nights were"); };
+  const auto earlier_nights = [](size_t n) {
+    return std::to_string(n) + (n == 1 ? " earlier night was" : " earlier nights were");
+  };
   std::string note;
-  if (s.nights_timed_otherwise) note += nights(s.nights_timed_otherwise) + " timed otherwise (context.timing) and not shown.";
-  if (s.nights_on_other_devices)
-    note += (note.empty() ? "" : " ") + nights(s.nights_on_other_devices) + " run on another device (device.name) and not shown.";
+  if (s.nights_timed_otherwise)
+    note += earlier_nights(s.nights_timed_otherwise) + " timed otherwise (context.timing) and not shown.";
+  if (s.nights_on_other_cards)
+    note += (note.empty() ? "" : " ") + earlier_nights(s.nights_on_other_cards) +
+            " run on another card (device.name) and not shown.";
   return note;
 }
 

@@ -21,10 +21,10 @@ struct Trend {
 };
 
 struct HistorySummary {
-  std::vector<Night> nights;  // oldest first, those timed as the latest night was, on its device
-  // Earlier nights left out, their times not comparable: timed otherwise, or (timed alike) on
-  // another device.
-  size_t nights_timed_otherwise = 0, nights_on_other_devices = 0;
+  std::vector<Night> nights;  // oldest first, those timed as the latest night was, on its card
+  // Earlier nights left out, their times not comparable with the latest night's:
+  size_t nights_timed_otherwise = 0;  // timed otherwise (context.timing)
+  size_t nights_on_other_cards = 0;   // timed alike, on a card of another device.name (or none)
   Night baseline;
   std::optional<size_t> baseline_index;  // where the baseline is in nights, if it is one of them
   Comparison comparison;                 // the latest night against the baseline
@@ -32,8 +32,9 @@ struct HistorySummary {
 };
 
 // The history's nights timed as the latest was (Night::timing; a change of method would show as a
-// step in every launch-bound trend) and on its device (same_device). The baseline is `baseline_path` when given, else the night
-// before the latest (where there is none, the latest night is its own baseline).
+// step in every launch-bound trend) on its card (the same device.name; nights naming none are a
+// series of their own). The baseline is `baseline_path` when given, else the night before the
+// latest of those (where there is none, the latest night is its own baseline).
 HistorySummary summarize_history(const std::string& dir, const std::string& baseline_path,
                                  const CompareOptions& options);
 

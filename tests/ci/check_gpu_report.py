@@ -89,20 +89,25 @@ def main():
         goal = goals.get("rows=3072 all kept: >= 80% of copy bandwidth", {})
         check("a bandwidth goal's floor is the faster copy", goal.get("value") == 0.6667 and goal.get("floor") == 0.8333
               and goal.get("floor_meets_goal"))
-        # The same card named by nvidia-smi in one part and by dsv4h verify in another merges; a part
-        # of another card is refused, exit 2, naming both cards.
+        # The same card named by nvidia-smi in one part and by dsv4h verify in another merges, and so
+        # does a part naming no card (verify on the CPU); a part of another card is refused, exit 2,
+        # naming both cards.
         h200_smi = os.path.join(work, "h200-smi.json")
         h200_verify = os.path.join(work, "h200-verify.json")
+        cpu_verify = os.path.join(work, "cpu-verify.json")
         h100_smi = os.path.join(work, "h100-smi.json")
+        verify = {"passed": 1, "failed": 0, "cases": [], "graph_replay": []}
         for path, part in ((h200_smi, {"context": {"nvidia_smi": [{"name": "NVIDIA H200"}]}}),
-                           (h200_verify, {"verify": {"device": "NVIDIA H200 (nvidia, device 0)", "passed": 1,
-                                                     "failed": 0, "cases": [], "graph_replay": []}}),
+                           (h200_verify, {"verify": dict(verify, device="NVIDIA H200 (nvidia, device 0)")}),
+                           (cpu_verify, {"verify": dict(verify, device="cpu")}),
                            (h100_smi, {"context": {"nvidia_smi": [{"name": "NVIDIA H100 80GB HBM3"}]}})):
             with open(path, "w") as f:
                 json.dump(part, f)
-        run = subprocess.run([sys.executable, REPORT, "merge", h200_smi, h200_verify, "--commit", "0" * 40, "--out",
-                              os.path.join(work, "same.json")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        check("parts of one card, named by nvidia-smi and by verify, merge", run.returncode == 0)
+        same = os.path.join(work, "same.json")
+        run = subprocess.run([sys.executable, REPORT, "merge", h200_smi, h200_verify, cpu_verify, "--commit", "0" * 40,
+                              "--out", same], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        check("parts of one card (named by nvidia-smi, by verify) and a part naming none merge",
+              run.returncode == 0 and json.load(open(same))["device"] == "NVIDIA H200")
         mixed = os.path.join(work, "mixed.json")
         run = subprocess.run([sys.executable, REPORT, "merge", h200_smi, h100_smi, "--commit", "0" * 40, "--out", mixed],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -70,13 +71,13 @@ inline std::string night_date(int i) {
   return buf;
 }
 // `timing` is the night's context.timing ("" leaves it out, as nights before the stream hold did);
-// `device` its device.name.
+// `card`, where given, replaces night_document's device.name ("": a night naming no card).
 inline std::string write_night(const std::string& dir, int i, const std::map<std::string, std::vector<double>>& times,
-                               const std::string& timing = "", const std::string& device = "Synthetic GPU") {
+                               const std::string& timing = "", const std::optional<std::string>& card = std::nullopt) {
   const std::string path = dir + "/" + night_date(i) + "-" + night_commit(i) + ".json";
   nlohmann::json night = night_document(night_commit(i), night_date(i), times);
   if (!timing.empty()) night["context"]["timing"] = timing;
-  night["device"]["name"] = device;
+  if (card) night["device"]["name"] = *card;
   write_json_file(path, night);
   return path;
 }

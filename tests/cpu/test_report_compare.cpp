@@ -143,7 +143,7 @@ TEST(ReportCompare, NightsTimedDifferentlyAreNotCompared) {
 
 // Nights on different cards are not compared (exit 2, naming the field); a file that names no
 // device (none does in a bare Google Benchmark file) is compared with either.
-TEST(ReportCompare, NightsOnDifferentDevicesAreNotCompared) {
+TEST(ReportCompare, NightsOnDifferentCardsAreNotCompared) {
   const std::string dir = testing::fresh_dir("device");
   std::mt19937_64 rng(23);
   const std::string h200 = testing::write_night(dir, 0, {{kKernel, draw_times(rng, 1.4, 0.01)}}, "device", "NVIDIA H200");
@@ -152,7 +152,9 @@ TEST(ReportCompare, NightsOnDifferentDevicesAreNotCompared) {
   EXPECT_THROW(compare_nights(load_night(h200), load_night(h100), {}), BadInput);
   std::string output;
   EXPECT_EQ(run_dsv4h("report compare " + h200 + " " + h100, output), 2) << output;
-  EXPECT_NE(output.find("field \"device.name\" is \"NVIDIA H100 80GB HBM3\""), std::string::npos) << output;
+  EXPECT_NE(output.find("field \"device.name\" is \"NVIDIA H100 80GB HBM3\", in " + h200 + " \"NVIDIA H200\""),
+            std::string::npos)
+      << output;
   nlohmann::json unnamed = read_json_file(h100);
   unnamed.erase("device");
   write_json_file(dir + "/unnamed.json", unnamed);

@@ -148,7 +148,7 @@ TEST(ReportHistory, NightsTimedOtherwiseAreLeftOut) {
 // The lent machine is an H100 one night and an H200 the next: a night is compared only with
 // nights on its device, and the others are left out of the trends (where the card's difference
 // would be a step), counted apart from the nights timed otherwise.
-TEST(ReportHistory, NightsOnAnotherDeviceAreLeftOut) {
+TEST(ReportHistory, NightsOnAnotherCardAreLeftOut) {
   const std::string dir = testing::fresh_dir("device_history");
   std::mt19937_64 rng(19);
   testing::write_night(dir, 0, {{kSteady, draw_times(rng, 3.5, 0.01)}});
@@ -157,7 +157,7 @@ TEST(ReportHistory, NightsOnAnotherDeviceAreLeftOut) {
   HistorySummary s = summarize_history(dir, "", {});
   ASSERT_EQ(s.nights.size(), 1u);
   EXPECT_EQ(s.nights_timed_otherwise, 1u);
-  EXPECT_EQ(s.nights_on_other_devices, 1u);
+  EXPECT_EQ(s.nights_on_other_cards, 1u);
   EXPECT_EQ(s.comparison.benchmarks[0].verdict, Verdict::unchanged);  // its own baseline, not the H200's 1.4
   testing::write_night(dir, 3, {{kSteady, draw_times(rng, 2.4, 0.01)}}, "device", "NVIDIA H200");
   s = summarize_history(dir, "", {});
@@ -165,9 +165,29 @@ TEST(ReportHistory, NightsOnAnotherDeviceAreLeftOut) {
   EXPECT_EQ(s.nights.front().commit, testing::night_commit(1));
   EXPECT_EQ(s.comparison.benchmarks[0].verdict, Verdict::slower);  // 1.4 -> 2.4 on the H200
   EXPECT_NE(render_markdown(s).find("1 earlier night was timed otherwise (context.timing) and not shown. 1 earlier "
-                                    "night was run on another device (device.name) and not shown."),
+                                    "night was run on another card (device.name) and not shown."),
             std::string::npos);
-  EXPECT_NE(render_html(s).find("1 earlier night was run on another device"), std::string::npos);
+  EXPECT_NE(render_html(s).find("1 earlier night was run on another card"), std::string::npos);
+}
+
+// A night naming no card (ci/history-record without nvidia-smi's output) matches no card: as the
+// latest it is a series of its own, and in the middle of a card's nights it is left out, so the
+// baseline is that card's previous night, as ci/nightly's is.
+TEST(ReportHistory, NightsNamingNoCardAreASeriesOfTheirOwn) {
+  const std::string dir = testing::fresh_dir("unnamed_history");
+  std::mt19937_64 rng(29);
+  testing::write_night(dir, 0, {{kSteady, draw_times(rng, 1.4, 0.01)}}, "device", "NVIDIA H200");
+  testing::write_night(dir, 1, {{kSteady, draw_times(rng, 1.2, 0.01)}}, "device", "NVIDIA H100 80GB HBM3");
+  testing::write_night(dir, 2, {{kSteady, draw_times(rng, 3.0, 0.01)}}, "device", "");
+  HistorySummary s = summarize_history(dir, "", {});
+  ASSERT_EQ(s.nights.size(), 1u);
+  EXPECT_EQ(s.nights_on_other_cards, 2u);
+  testing::write_night(dir, 3, {{kSteady, draw_times(rng, 1.25, 0.01)}}, "device", "NVIDIA H100 80GB HBM3");
+  s = summarize_history(dir, "", {});
+  ASSERT_EQ(s.nights.size(), 2u);
+  EXPECT_EQ(s.nights_on_other_cards, 2u);
+  EXPECT_EQ(s.baseline.commit, testing::night_commit(1));
+  EXPECT_EQ(s.comparison.benchmarks[0].verdict, Verdict::unchanged);  // 1.2 -> 1.25, not 3.0 -> 1.25
 }
 
 TEST(ReportHistory, HtmlHoldsTableAndOneChartPerBenchmark) {
