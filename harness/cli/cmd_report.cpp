@@ -49,19 +49,19 @@ exit codes: 0 nothing slower, 1 a benchmark slower (p < alpha, change > threshol
 const char* kHtmlHelp = R"(usage: dsv4h report html --history DIR --out FILE.html [--baseline FILE] [--threshold T] [--alpha A] [--min-change-us U]
 
 Writes one self-contained HTML page (no scripts, fonts or network): the latest night of DIR
-against the baseline (default: the night before it, timed alike on its card) as a table of verdicts, regressions first;
+against the baseline (default: the night before it) as a table of verdicts, regressions first;
 per benchmark an SVG chart of the median time and the fraction of the copy ceiling per night,
 the baseline marked, and the commit range of any step change found in the history. Only nights
-timed as the latest was, on its card (context.timing, device.name), are shown; the page says how
-many it leaves out.
+timed as the latest was, on its card (context.timing, device.name), are shown or taken as the
+baseline; the page says how many it leaves out.
 )";
 
 const char* kMarkdownHelp = R"(usage: dsv4h report markdown --history DIR --out FILE.md [--baseline FILE] [--threshold T] [--alpha A] [--min-change-us U]
 
 Writes the summary for a pull request: the table of verdicts of the latest night of DIR against
-the baseline (default: the night before it, timed alike on its card), regressions first, with each benchmark's step change.
-Only nights timed as the latest was, on its card (context.timing, device.name), count; the summary
-says how many it leaves out.
+the baseline (default: the night before it), regressions first, with each benchmark's step change.
+Only nights timed as the latest was, on its card (context.timing, device.name), count, as trend
+or as baseline; the summary says how many it leaves out.
 )";
 
 // Arguments not starting with "--" (and not the value of a valued option) are positional.
