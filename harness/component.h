@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "case_spec.h"
+#include "output_check.h"
 #include "poison.h"
 #include "tensor.h"
 
@@ -76,6 +77,9 @@ Case parse_case(const std::string& text, uint64_t default_seed = 1);
 // Allocated, not-yet-poisoned outputs of a case after validating its inputs; a logic_error where an
 // output is of a one-byte dtype, which no poison can mark as unwritten.
 TensorMap checked_outputs(const Component& component, const Case& c, const TensorMap& inputs);
+
+// The check of one output of `c`: the descriptor's, else elementwise under its dtype's class.
+OutputCheck output_check(const Component& component, const Case& c, const std::string& output, DType dtype);
 
 // `outputs` of a run under `poison` as comparisons see them: the component's unchecked elements set
 // to that poison.
