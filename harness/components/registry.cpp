@@ -58,7 +58,9 @@ TensorMap checked_outputs(const Component& component, const Case& c, const Tenso
 }
 
 OutputCheck output_check(const Component&, const Case&, const std::string&, DType dtype) {
-  return OutputCheck{tolerance_for(dtype)};
+  OutputCheck check;
+  check.tolerance = tolerance_for(dtype);
+  return check;
 }
 
 void mask_unchecked(const Component& component, const Case& c, TensorMap& outputs, Poison poison) {
