@@ -18,14 +18,15 @@ import statistics
 import subprocess
 import sys
 
-# A gtest suite's component, by the prefix of its name. Metadata* suites test attn_metadata and
-# mtp_expand together (their kernels share one graph step).
-SUITE_COMPONENT = {"FilteredSiluMul": "filtered_silu_mul", "AttnMetadata": "attn_metadata", "Metadata": "attn_metadata",
-                   "MtpExpand": "mtp_expand", "MemoryPool": "memory_pool", "KvPool": "memory_pool",
-                   "KvCache": "memory_pool", "GraphCaptureGuard": "harness/graph_replay",
-                   "Bf16": "harness/dtype", "Fp8E4m3": "harness/dtype", "Compare": "harness/compare",
-                   "Tolerance": "harness/tolerance", "CaseSpec": "harness/case_spec", "CaseFileTest": "harness/case_file",
-                   "LatencyFloor": "bench/latency_floor"}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dsv4h_components  # noqa: E402
+
+# The suites no component's GPU test filter selects (`dsv4h list --json`): the CPU tests of the
+# harness and the references, by the prefix of their name.
+HARNESS_SUITES = {"KvCache": "reference/kv_cache", "KvPool": "reference/kv_pool", "GraphCaptureGuard": "harness/graph_replay",
+                  "Bf16": "harness/dtype", "Fp8E4m3": "harness/dtype", "Compare": "harness/compare",
+                  "Tolerance": "harness/tolerance", "CaseSpec": "harness/case_spec", "CaseFileTest": "harness/case_file",
+                  "LatencyFloor": "bench/latency_floor"}
 
 
 # Google Benchmark's own fields of a run; every other key is one of the benchmark's counters.
@@ -34,11 +35,16 @@ GBENCH_FIELDS = {"name", "family_index", "per_family_instance_index", "run_name"
                  "aggregate_unit", "error_occurred", "error_message", "bytes", "flops", "copy_ceiling_GBps"}
 
 
-def component_of(suite):
-    suite = suite.split("/")[-1]
-    for prefix, component in sorted(SUITE_COMPONENT.items(), key=lambda kv: -len(kv[0])):
+def component_of(components, test):
+    """A test's component ("Suite.Name"): the one whose GPU test filter selects it, else the harness
+    part its suite tests."""
+    name = dsv4h_components.component_of_test(components, test)
+    if name:
+        return name
+    suite = test.split(".")[0].split("/")[-1]
+    for prefix, part in sorted(HARNESS_SUITES.items(), key=lambda kv: -len(kv[0])):
         if suite.startswith(prefix):
-            return component
+            return part
     return "unknown"
 
 
@@ -55,13 +61,16 @@ def load(path):
 
 def collect(work):
     part = {"tests": [], "mutants": [], "sanitizer": [], "benchmarks": [], "context": {}}
+    listed = os.path.join(work, "components.json")  # ci/gpu-suite: what the build's dsv4h listed
+    components = dsv4h_components.load(listed) if os.path.exists(listed) else {}
     for path in sorted(glob.glob(os.path.join(work, "gtest", "*.json"))):
         binary = os.path.basename(path)[:-5].split(".shard")[0]  # a binary's gtest shards are one binary
         for suite in load(path)["testsuites"]:
             for t in suite["testsuite"]:
                 status = "skip" if t.get("result") == "SKIPPED" else ("fail" if t.get("failures") else "pass")
-                part["tests"].append({"binary": binary, "name": suite["name"] + "." + t["name"],
-                                      "component": component_of(suite["name"]), "status": status, "time": t.get("time")})
+                name = suite["name"] + "." + t["name"]
+                part["tests"].append({"binary": binary, "name": name, "component": component_of(components, name),
+                                      "status": status, "time": t.get("time")})
     # dsv4h verify, one file per component (ci/gpu-suite runs the components side by side).
     for path in sorted(glob.glob(os.path.join(work, "verify", "*.json"))):
         v = load(path)

@@ -1,9 +1,10 @@
-// A component's descriptor: everything the harness needs to generate, run, compare, replay and
-// benchmark it. Adding a component means writing its reference, its kernel, one descriptor and one
-// GPU binding, and listing them in components/registry.cpp and gpu/launchers.cpp.
+// A component as the harness runs it: everything it needs to generate, run, compare, replay and
+// benchmark a case, behind case strings. Components are written as typed descriptors
+// (descriptor.h) in harness/components/, one file each, which the build finds by itself.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,15 @@ struct WorkCount {
   double flops = 0;
 };
 
+// A deliberately broken kernel of the component (a spec bug it must catch): built with
+// -DDSV4H_MUTANT_<NAME> from the kernel sources it changes. The build reads these from the
+// descriptor's DSV4H_MUTANT lines (harness/components/CMakeLists.txt).
+struct Mutant {
+  std::string name;
+  std::vector<std::string> kernel_sources;  // file names under kernels/
+  std::string bug;
+};
+
 struct Component {
   std::string name;
   std::string summary;
@@ -31,6 +41,11 @@ struct Component {
   // graph replay slices), and the case graph replay starts from.
   std::string batch_param;
   std::string replay_case;
+  std::vector<Mutant> mutants;
+  // The gtest filter that selects the component's GPU checks: what must catch its mutants.
+  std::string gpu_tests;
+  // The benchmark binary timing it and the --benchmark_filter of its benchmarks and floors.
+  std::string bench_binary, bench_filter;
 
   // Seeded inputs for a case; BadInput on impossible parameters.
   std::function<TensorMap(const Case&)> make_inputs;
@@ -50,6 +65,8 @@ struct Component {
   // sees them as unwritten (set to that run's poison), so that a kernel may write them or not.
   // Empty where every element counts.
   std::function<void(const Case&, TensorMap& outputs, Poison poison)> unchecked;
+  // Per output, how it is compared; an output not named here is compared under its dtype's class.
+  std::function<std::map<std::string, OutputCheck>(const Case&)> checks;
   // Enqueues the kernel(s) on `stream` (a hipStream_t); empty in builds without GPU kernels.
   std::function<void(const Case&, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream)> gpu;
 };
@@ -58,14 +75,13 @@ class Registry {
  public:
   void add(Component component);
   const Component& get(const std::string& name) const;  // BadInput listing the known names
-  Component& get_mutable(const std::string& name);
   const std::vector<Component>& all() const { return components_; }
 
  private:
   std::vector<Component> components_;
 };
 
-// Every component of this build, with GPU launchers attached where the build has kernels.
+// Every component of this build, by name, with its GPU launcher where the build has kernels.
 const Registry& registry();
 
 // Seeds are below 10^19, so that a case string (19 decimal digits at most) names every seed.

@@ -1,5 +1,7 @@
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "../component.h"
 #include "args.h"
 #include "commands.h"
@@ -7,17 +9,39 @@
 namespace dsv4h::cli {
 
 namespace {
-const char* kHelp = R"(usage: dsv4h list [--help]
+const char* kHelp = R"(usage: dsv4h list [--json] [--help]
 
-Prints every registered component: its parameters with their defaults, the cases verify runs, and
-whether this build has its GPU kernel.
+Prints every registered component: its parameters with their defaults, the cases verify runs, its
+mutants, and whether this build has its GPU kernel. --json prints the same as one JSON document
+(schema_version 1; also each component's GPU test filter and benchmark binary), which the CI
+scripts read instead of tables of their own.
 )";
+
+nlohmann::json component_json(const Component& c) {
+  nlohmann::json params = nlohmann::json::array(), mutants = nlohmann::json::array();
+  for (const ParamSpec& p : c.params)
+    params.push_back({{"name", p.name}, {"kind", p.kind == ParamKind::integer ? "integer" : "real"},
+                      {"default", p.default_value}, {"help", p.help}});
+  for (const Mutant& m : c.mutants) mutants.push_back({{"name", m.name}, {"kernel_sources", m.kernel_sources}, {"bug", m.bug}});
+  return {{"name", c.name}, {"summary", c.summary}, {"gpu_kernel", static_cast<bool>(c.gpu)}, {"params", params},
+          {"verify_cases", c.verify_cases}, {"batch_param", c.batch_param}, {"replay_case", c.replay_case},
+          {"mutants", mutants}, {"gpu_tests", c.gpu_tests},
+          {"bench", {{"binary", c.bench_binary}, {"filter", c.bench_filter}}}};
+}
+
 }  // namespace
 
 int cmd_list(const std::vector<std::string>& argv) {
-  const Args args(argv, {}, {"--help"});
+  const Args args(argv, {}, {"--help", "--json"});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
+    return kPass;
+  }
+  if (args.has("--json")) {
+    nlohmann::json components = nlohmann::json::array();
+    for (const Component& c : registry().all()) components.push_back(component_json(c));
+    const nlohmann::json doc = {{"schema_version", 1}, {"components", components}};
+    std::printf("%s\n", doc.dump(1).c_str());
     return kPass;
   }
   for (const Component& c : registry().all()) {
@@ -27,6 +51,8 @@ int cmd_list(const std::vector<std::string>& argv) {
       std::printf("    %-12s default %-6s %s\n", p.name.c_str(), p.default_value.c_str(), p.help.c_str());
     std::printf("  verify cases (each run for every seed):\n");
     for (const std::string& v : c.verify_cases) std::printf("    %s\n", v.c_str());
+    std::printf("  mutants (the checks must catch each):\n");
+    for (const Mutant& m : c.mutants) std::printf("    %-26s %s\n", m.name.c_str(), m.bug.c_str());
   }
   return kPass;
 }

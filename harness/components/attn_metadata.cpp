@@ -10,10 +10,15 @@
 #include <string>
 
 #include "../../reference/attn_metadata.h"
+#include "../descriptor.h"
 #include "../errors.h"
 #include "../random.h"
-#include "all_components.h"
 #include "index_tensors.h"
+#if DSV4H_GPU_LAYER
+#include "../../kernels/attn_metadata.h"
+#include "../gpu/device_tensor.h"
+#include "../gpu/launchers.h"
+#endif
 
 namespace dsv4h {
 namespace {
@@ -23,27 +28,47 @@ using reference::kMetadataFields;
 using reference::MetadataField;
 using reference::MetadataWidths;
 
-enum Mode : int64_t { kDecode = 0, kPrefill = 1, kVerify = 2, kDraft = 3 };
+enum class Mode : int64_t { decode = 0, prefill = 1, verify = 2, draft = 3 };
 
-struct Sizes {
-  int64_t bs, real, mode, extend, topk, ctx, max_seq_len, index_topk, pool, swa_slots, write_temp;
-  int64_t rows_per_req, rows, full_slots;
+struct Params {
+  int64_t bs = 8, real = -1;
+  Mode mode = Mode::decode;
+  int64_t extend = 4, topk = 1, ctx = 1024, max_seq_len = -1, index_topk = 512, pool = 256, swa_slots = 65536;
+  int64_t write_temp = 1;
+  template <typename F>
+  void fields(F& f) {
+    f("bs", bs, "requests the buffer set holds (the captured bucket)");
+    f("real", real, "real requests n <= bs (num_reqs, device data); -1 = bs");
+    f("mode", mode, "0 decode, 1 prefill (expanded causally), 2 target verify, 3 draft decode");
+    f("extend", extend, "target verify: draft tokens per request; prefill: most new tokens per request");
+    f("topk", topk, "draft decode: rows per request (request-major)");
+    f("ctx", ctx, "req_to_token columns = MAX_SEQ_LEN_FOR_CAPTURE (the buffers' widths)");
+    f("max_seq_len", max_seq_len, "longest sequence of the step (the staging widths); -1 = ctx");
+    f("index_topk", index_topk, "c4_sparse_page_indices columns");
+    f("pool", pool, "request slots of req_to_token");
+    f("swa_slots", swa_slots, "SWA slots (full_to_swa's range; the consumer's swa_kv)");
+    f("temp", write_temp, "1: the staging set is written (an eager step); 0: a replay's update, into the buffers alone");
+  }
+};
+using MetaCase = CaseOf<Params>;
+
+// The parameters with their defaults resolved (real, max_seq_len) and the sizes they imply.
+struct Sizes : Params {
+  int64_t rows_per_req = 0, rows = 0, full_slots = 0;
   MetadataWidths capture, temp;
-  int64_t temp_cols, buffer_cols;  // a row's values over every field, in each set
+  int64_t temp_cols = 0, buffer_cols = 0;  // a row's values over every field, in each set
 };
 
-Sizes sizes_of(const Case& c) {
-  Sizes s{c.integer("bs"),         c.integer("real"),       c.integer("mode"), c.integer("extend"),
-          c.integer("topk"),       c.integer("ctx"),        c.integer("max_seq_len"),
-          c.integer("index_topk"), c.integer("pool"),       c.integer("swa_slots"), c.integer("temp"),
-          0, 0, 0, {}, {}, 0, 0};
+Sizes sizes_of(const MetaCase& c) {
+  Sizes s;
+  static_cast<Params&>(s) = c;
   const auto bad = [&](const std::string& why) { return BadInput("attn_metadata: " + why + " in " + c.str()); };
   // Each size is bounded before any product of sizes is formed, so that none overflows.
   if (s.bs < 0 || s.bs > (1 << 20)) throw bad("bs must be in [0, 2^20]");
   if (s.real == -1) s.real = s.bs;
   if (s.real < 0 || s.real > s.bs)
     throw bad("real = " + std::to_string(s.real) + " requests do not fit the bucket's bs = " + std::to_string(s.bs));
-  if (s.mode < kDecode || s.mode > kDraft) throw bad("mode must be 0 (decode), 1 (prefill), 2 (target verify) or 3 (draft decode)");
+  if (s.mode < Mode::decode || s.mode > Mode::draft) throw bad("mode must be 0 (decode), 1 (prefill), 2 (target verify) or 3 (draft decode)");
   if (s.extend < 1) throw bad("extend must be >= 1");
   if (s.write_temp != 0 && s.write_temp != 1) throw bad("temp must be 0 (a replay: no staging set written) or 1");
   if (s.topk < 1 || s.topk > (1 << 20)) throw bad("topk must be in [1, 2^20], got " + std::to_string(s.topk));
@@ -54,14 +79,14 @@ Sizes sizes_of(const Case& c) {
               " must be in [1, ctx (the buffer widths) = " + std::to_string(s.ctx) + "]");
   if (s.index_topk < 64 || s.index_topk % 64 || s.index_topk > (1 << 24))
     throw bad("index_topk must be a multiple of 64 in [64, 2^24]");
-  if ((s.mode == kVerify || s.mode == kPrefill) && s.extend > s.max_seq_len)
+  if ((s.mode == Mode::verify || s.mode == Mode::prefill) && s.extend > s.max_seq_len)
     throw bad("extend must not exceed max_seq_len");
   if (s.pool < 1 || s.pool < s.real || s.pool > (1 << 28)) throw bad("pool must be in [1, 2^28] and hold the real requests");
   if (s.swa_slots < 1 || s.swa_slots > (1 << 26)) throw bad("swa_slots must be in [1, 2^26]");
   const int64_t pages = (s.ctx + reference::kPageSize - 1) / reference::kPageSize;
   // req_to_token and full_to_swa hold a value a slot, 256 MB each at 2^26 (the benchmarks use 2^25).
   if (s.pool * pages * reference::kPageSize > (int64_t{1} << 26)) throw bad("pool * ctx above 2^26 slots");
-  s.rows_per_req = s.mode == kDecode ? 1 : s.mode == kDraft ? s.topk : s.extend;
+  s.rows_per_req = s.mode == Mode::decode ? 1 : s.mode == Mode::draft ? s.topk : s.extend;
   s.rows = s.bs * s.rows_per_req;
   if (s.rows > (1 << 20)) throw bad("bs * rows per request above 2^20");
   s.full_slots = (s.pool * pages + 1) * reference::kPageSize;
@@ -92,12 +117,12 @@ int64_t pick_seq_len(Rng& rng, int64_t lo, int64_t hi) {
 }
 
 int32_t extend_of(const Sizes& s, Rng& rng) {
-  if (s.mode == kVerify) return static_cast<int32_t>(s.extend);
-  if (s.mode == kPrefill) return static_cast<int32_t>(rng.integer(1, s.extend));
+  if (s.mode == Mode::verify) return static_cast<int32_t>(s.extend);
+  if (s.mode == Mode::prefill) return static_cast<int32_t>(rng.integer(1, s.extend));
   return 1;
 }
 
-TensorMap make_inputs(const Case& c) {
+TensorMap make_inputs(const MetaCase& c) {
   const Sizes s = sizes_of(c);
   Rng rng(c.seed());
   const int64_t pages = (s.ctx + reference::kPageSize - 1) / reference::kPageSize;
@@ -133,7 +158,7 @@ TensorMap make_inputs(const Case& c) {
     seq_lens.data<int32_t>()[r] = static_cast<int32_t>(seq_len);
     if (!real) continue;
     for (int64_t i = 0; i < extend; ++i)
-      for (int64_t copy = 0; copy < (s.mode == kDraft ? s.topk : 1); ++copy, ++row)
+      for (int64_t copy = 0; copy < (s.mode == Mode::draft ? s.topk : 1); ++copy, ++row)
         out_cache_loc.data<int32_t>()[row] =
             copy == 0 ? r2t[req * s.ctx + seq_len - extend + i] : static_cast<int32_t>(rng.integer(1, s.full_slots - 1));
   }
@@ -144,7 +169,7 @@ TensorMap make_inputs(const Case& c) {
           {"out_cache_loc", std::move(out_cache_loc)}, {"num_reqs", std::move(num_reqs)}};
 }
 
-void validate_inputs(const Case& c, const TensorMap& inputs) {
+void validate_inputs(const MetaCase& c, const TensorMap& inputs) {
   const Sizes s = sizes_of(c);
   const std::string name = "attn_metadata";
   require_i32(name, inputs, "req_to_token", {s.pool, s.ctx});
@@ -170,8 +195,8 @@ void validate_inputs(const Case& c, const TensorMap& inputs) {
   for (int64_t r = 0; r < n; ++r) {
     const int32_t req = values("req_pool_indices")[r], extend = values("extend_lens")[r], len = values("seq_lens")[r];
     if (req < 0 || req >= s.pool) throw bad("req_pool_indices", r, req, "outside the pool");
-    const bool extend_ok = s.mode == kPrefill ? extend >= 1 && extend <= s.extend
-                                              : extend == (s.mode == kVerify ? s.extend : 1);
+    const bool extend_ok = s.mode == Mode::prefill ? extend >= 1 && extend <= s.extend
+                                              : extend == (s.mode == Mode::verify ? s.extend : 1);
     if (!extend_ok) throw bad("extend_lens", r, extend, "does not fit the mode");
     if (len < extend || len > s.max_seq_len)
       throw bad("seq_lens", r, len, "needs extend_lens <= seq_lens <= max_seq_len = " + std::to_string(s.max_seq_len));
@@ -183,7 +208,7 @@ void validate_inputs(const Case& c, const TensorMap& inputs) {
     if (values("out_cache_loc")[i] < 0) throw bad("out_cache_loc", i, values("out_cache_loc")[i], "a slot is >= 0");
 }
 
-TensorMap make_outputs(const Case& c) {
+TensorMap make_outputs(const MetaCase& c) {
   const Sizes s = sizes_of(c);
   TensorMap out;
   for (const MetadataField& f : kMetadataFields) {
@@ -195,7 +220,7 @@ TensorMap make_outputs(const Case& c) {
   return out;
 }
 
-void run_reference(const Case& c, const TensorMap& inputs, TensorMap& outputs) {
+void run_reference(const MetaCase& c, const TensorMap& inputs, TensorMap& outputs) {
   const Sizes s = sizes_of(c);
   reference::StepInputs in;
   in.req_to_token = to_index_matrix(inputs.at("req_to_token"));
@@ -205,7 +230,7 @@ void run_reference(const Case& c, const TensorMap& inputs, TensorMap& outputs) {
   in.extend_lens = to_index_matrix(inputs.at("extend_lens"));
   in.out_cache_loc = to_index_matrix(inputs.at("out_cache_loc"));
   in.num_reqs = inputs.at("num_reqs").data<int32_t>()[0];
-  in.row_repeat = s.mode == kDraft ? s.topk : 1;
+  in.row_repeat = s.mode == Mode::draft ? s.topk : 1;
   const AttnMetadata temp = reference::build_attn_metadata(in, s.temp);
   AttnMetadata buffers = reference::padding_metadata(s.rows, s.capture);
   reference::copy_into(buffers, temp);
@@ -227,7 +252,7 @@ void run_reference(const Case& c, const TensorMap& inputs, TensorMap& outputs) {
 
 // The engine's padded static inputs (spec 6.3): seq_lens 1 and extend 1 beyond the real requests,
 // req_pool_indices stale there, out_cache_loc zeroed; num_reqs keeps the real count.
-TensorMap pad_batch(const Case& c, const TensorMap& inputs, int64_t bucket) {
+TensorMap pad_batch(const MetaCase& c, const TensorMap& inputs, int64_t bucket) {
   const Sizes s = sizes_of(c);
   if (bucket < s.bs) throw BadInput("attn_metadata: bucket " + std::to_string(bucket) + " < bs " + std::to_string(s.bs));
   Rng rng(c.seed() ^ 0x5eed0fba7c4ULL);
@@ -247,12 +272,12 @@ TensorMap pad_batch(const Case& c, const TensorMap& inputs, int64_t bucket) {
   return padded;
 }
 
-WorkCount work(const Case& c, const TensorMap& inputs) {
+WorkCount work(const MetaCase& c, const TensorMap& inputs) {
   const Sizes s = sizes_of(c);
   reference::StepInputs in;
   in.extend_lens = to_index_matrix(inputs.at("extend_lens"));
   in.num_reqs = inputs.at("num_reqs").data<int32_t>()[0];
-  in.row_repeat = s.mode == kDraft ? s.topk : 1;
+  in.row_repeat = s.mode == Mode::draft ? s.topk : 1;
   const int64_t real_rows = reference::query_rows(in);
   // Per real row: 128 req_to_token and 128 full_to_swa reads and one per page, and the staging row
   // written (temp=1); per bucket row: the buffer row written, and the consumer's 128 index reads,
@@ -262,26 +287,71 @@ WorkCount work(const Case& c, const TensorMap& inputs) {
   return {4 * ints, 0};
 }
 
+#if DSV4H_GPU_LAYER
+// The output set whose names start with `prefix` ("" for the graph buffers, "temp_" for staging);
+// without `fields`, its sizes alone (a staging set the update does not write).
+AttnMetadataBuffers buffers_of(DeviceTensorMap& outputs, const std::string& prefix, bool fields = true) {
+  const auto field = [&](const char* name) { return fields ? outputs.data<int32_t>(prefix + name) : nullptr; };
+  AttnMetadataBuffers b{field("page_table"), field("raw_out_loc"), field("seq_lens_casual"), field("positions_casual"),
+                        field("swa_page_indices"), field("swa_topk_lengths"), field("c4_out_loc"), field("c4_positions"),
+                        field("c4_topk_lengths_raw"), field("c4_topk_lengths_clamp1"), field("c4_sparse_topk_lengths"),
+                        field("c4_sparse_page_indices"), field("c128_out_loc"), field("c128_positions"),
+                        field("c128_topk_lengths_clamp1"), field("c128_page_indices"), 0, 0, 0, 0};
+  b.rows = outputs.at(prefix + "raw_out_loc").shape[0];
+  b.page_cols = outputs.at(prefix + "page_table").shape[1];
+  b.c128_cols = outputs.at(prefix + "c128_page_indices").shape[1];
+  b.index_topk = outputs.at(prefix + "c4_sparse_page_indices").shape[1];
+  return b;
+}
+
+void launch_update(const MetaCase& c, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream) {
+  AttnMetadataUpdateArgs update{};
+  update.req_to_token = inputs.data<const int32_t>("req_to_token");
+  update.pool = inputs.at("req_to_token").shape[0];
+  update.ctx = inputs.at("req_to_token").shape[1];
+  update.full_to_swa = inputs.data<const int32_t>("full_to_swa");
+  update.full_slots = inputs.at("full_to_swa").shape[0];
+  update.req_pool_indices = inputs.data<const int32_t>("req_pool_indices");
+  update.seq_lens = inputs.data<const int32_t>("seq_lens");
+  update.extend_lens = inputs.data<const int32_t>("extend_lens");
+  update.out_cache_loc = inputs.data<const int32_t>("out_cache_loc");
+  update.num_reqs = inputs.data<const int32_t>("num_reqs");
+  update.max_reqs = inputs.at("seq_lens").shape[0];
+  // Prefill's tokens per request vary (0: read extend_lens); the others' are fixed.
+  update.tokens_per_request = c.mode == Mode::prefill ? 0 : c.mode == Mode::verify ? c.extend : 1;
+  update.row_repeat = c.mode == Mode::draft ? c.topk : 1;
+  update.staging = buffers_of(outputs, "temp_", c.write_temp == 1);
+  update.num_rows = outputs.data<int32_t>("temp_num_rows");
+  update.buffers = buffers_of(outputs, "");
+  launch_attn_metadata_update(update, static_cast<hipStream_t>(stream));
+}
+
+void launch(const MetaCase& c, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream) {
+  launch_update(c, inputs, outputs, stream);
+  SwaGatherArgs gather{};
+  gather.swa_page_indices = outputs.data<const int32_t>("swa_page_indices");
+  gather.swa_topk_lengths = outputs.data<const int32_t>("swa_topk_lengths");
+  gather.swa_kv = inputs.data<const int32_t>("swa_kv");
+  gather.swa_slots = inputs.at("swa_kv").shape[0];
+  gather.gathered = outputs.data<int32_t>("swa_gathered");
+  gather.rows = outputs.at("swa_gathered").shape[0];
+  launch_swa_gather(gather, static_cast<hipStream_t>(stream));
+}
+#endif
+
 }  // namespace
 
+#if DSV4H_GPU_LAYER
+void launch_attn_metadata_update(const Case& c, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream) {
+  launch_update(MetaCase(c), inputs, outputs, stream);
+}
+#endif
+
 Component attn_metadata_component() {
-  Component c;
-  c.name = "attn_metadata";
-  c.summary = "attention metadata of a step (spec 6.2), copied into the graph buffers with the tail reset to padding (6.4)";
-  c.params = {
-      {"bs", ParamKind::integer, "8", "requests the buffer set holds (the captured bucket)"},
-      {"real", ParamKind::integer, "-1", "real requests n <= bs (num_reqs, device data); -1 = bs"},
-      {"mode", ParamKind::integer, "0", "0 decode, 1 prefill (expanded causally), 2 target verify, 3 draft decode"},
-      {"extend", ParamKind::integer, "4", "target verify: draft tokens per request; prefill: most new tokens per request"},
-      {"topk", ParamKind::integer, "1", "draft decode: rows per request (request-major)"},
-      {"ctx", ParamKind::integer, "1024", "req_to_token columns = MAX_SEQ_LEN_FOR_CAPTURE (the buffers' widths)"},
-      {"max_seq_len", ParamKind::integer, "-1", "longest sequence of the step (the staging widths); -1 = ctx"},
-      {"index_topk", ParamKind::integer, "512", "c4_sparse_page_indices columns"},
-      {"pool", ParamKind::integer, "256", "request slots of req_to_token"},
-      {"swa_slots", ParamKind::integer, "65536", "SWA slots (full_to_swa's range; the consumer's swa_kv)"},
-      {"temp", ParamKind::integer, "1", "1: the staging set is written (an eager step); 0: a replay's update, into the buffers alone"},
-  };
-  c.verify_cases = {
+  Descriptor<Params> d;
+  d.name = "attn_metadata";
+  d.summary = "attention metadata of a step (spec 6.2), copied into the graph buffers with the tail reset to padding (6.4)";
+  d.verify_cases = {
       "attn_metadata(bs=1,mode=0)",
       "attn_metadata(bs=8,real=1,mode=0)",
       "attn_metadata(bs=8,real=3,mode=0,ctx=2048,max_seq_len=700)",
@@ -294,15 +364,28 @@ Component attn_metadata_component() {
       "attn_metadata(bs=8,real=3,mode=2,extend=3,ctx=2048,max_seq_len=700,temp=0)",
       "attn_metadata(bs=16,real=11,mode=1,extend=8,temp=0)",
   };
-  c.batch_param = "bs";
-  c.replay_case = "attn_metadata(bs=1,mode=0,ctx=2048,max_seq_len=1300)";
-  c.make_inputs = make_inputs;
-  c.validate_inputs = validate_inputs;
-  c.make_outputs = make_outputs;
-  c.reference = run_reference;
-  c.pad_batch = pad_batch;
-  c.work = work;
-  return c;
+  d.batch_param = "bs";
+  d.replay_case = "attn_metadata(bs=1,mode=0,ctx=2048,max_seq_len=1300)";
+  d.mutants = {
+      DSV4H_MUTANT(meta_padding_item, "attn_metadata.hip", "the real row count read back to the host before the copy (review finding 1)"),
+      DSV4H_MUTANT(meta_full_shape_copy, "attn_metadata.hip", "every staging row copied, stale ones too, and no tail padded (finding 2)"),
+      DSV4H_MUTANT(meta_row0_broadcast, "attn_metadata.hip", "one real row broadcast to every buffer row (torch's copy_ of a 1-row src)"),
+      DSV4H_MUTANT(meta_tail_not_reset, "attn_metadata.hip", "the tail rows left as an earlier replay left them"),
+      DSV4H_MUTANT(meta_extra_columns_stale, "attn_metadata.hip", "a narrower field copied as dst[:n, :w], the columns beyond w stale (spec 6.4)"),
+  };
+  d.gpu_tests = "*AttnMetadata*:*MetadataGpu*:*MetadataGraph*attn_metadata*";
+  d.bench_binary = "bench_attn_metadata";
+  d.bench_filter = "empty_kernel_graph|dependent_loads_graph|BM_attn_metadata_update";
+  d.make_inputs = make_inputs;
+  d.validate_inputs = validate_inputs;
+  d.make_outputs = make_outputs;
+  d.reference = run_reference;
+  d.pad_batch = pad_batch;
+  d.work = work;
+#if DSV4H_GPU_LAYER
+  d.gpu = launch;
+#endif
+  return erase(std::move(d));
 }
 
 }  // namespace dsv4h

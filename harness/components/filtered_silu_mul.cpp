@@ -5,22 +5,42 @@
 #include <string>
 
 #include "../../reference/filtered_silu_mul.h"
+#include "../descriptor.h"
 #include "../errors.h"
 #include "../random.h"
-#include "all_components.h"
+#if DSV4H_GPU_LAYER
+#include "../../kernels/filtered_silu_mul.h"
+#include "../gpu/device_tensor.h"
+#endif
 
 namespace dsv4h {
 namespace {
 
-struct Sizes {
-  int64_t rows, inter, step, num_ids;
-  double kept, limit;
-  int64_t adversarial;  // 0 or 1
+struct Params {
+  int64_t rows = 77, inter = 2048;
+  double kept = 0.5;
+  int64_t step = 1;
+  double limit = 10;
+  int64_t adversarial = 0;
+  template <typename F>
+  void fields(F& f) {
+    f("rows", rows, "token rows R (tokens x top-k, or expert-sorted padded rows)");
+    f("inter", inter, "intermediate size I (gate_up has 2I columns)");
+    f("kept", kept, "probability that an expert id is local (not -1)");
+    f("step", step, "expert_step: rows per expert id (1, or BLOCK_M when sorted)");
+    f("limit", limit, "swiglu_limit L (DeepSeek-V4: 10; 0 = no clamp)");
+    f("adversarial", adversarial, "1 = values at, around and far beyond the clamp");
+  }
+};
+using SiluCase = CaseOf<Params>;
+
+struct Sizes : Params {
+  int64_t num_ids = 0;
 };
 
-Sizes sizes_of(const Case& c) {
-  Sizes s{c.integer("rows"), c.integer("inter"), c.integer("step"), 0,
-          c.real("kept"), c.real("limit"), c.integer("adversarial")};
+Sizes sizes_of(const SiluCase& c) {
+  Sizes s;
+  static_cast<Params&>(s) = c;
   const auto bad = [&](const std::string& why) { return BadInput("filtered_silu_mul: " + why + " in " + c.str()); };
   if (s.rows < 0) throw bad("rows must be >= 0");
   if (s.inter <= 0 || s.inter > (1 << 20)) throw bad("inter must be in [1, 2^20]");
@@ -34,7 +54,7 @@ Sizes sizes_of(const Case& c) {
   return s;
 }
 
-TensorMap make_inputs(const Case& c) {
+TensorMap make_inputs(const SiluCase& c) {
   const Sizes s = sizes_of(c);
   Rng rng(c.seed());
   HostTensor gate_up(DType::bf16, {s.rows, 2 * s.inter});
@@ -56,7 +76,7 @@ void require_tensor(const TensorMap& inputs, const std::string& name, DType dtyp
                    shape_string(shape));
 }
 
-void validate_inputs(const Case& c, const TensorMap& inputs) {
+void validate_inputs(const SiluCase& c, const TensorMap& inputs) {
   const Sizes s = sizes_of(c);
   require_tensor(inputs, "gate_up", DType::bf16, {s.rows, 2 * s.inter});
   require_tensor(inputs, "expert_ids", DType::i32, {s.num_ids});
@@ -70,12 +90,12 @@ void validate_inputs(const Case& c, const TensorMap& inputs) {
                      ": only -1 marks a filtered row; other ids must be >= 0");
 }
 
-TensorMap make_outputs(const Case& c) {
+TensorMap make_outputs(const SiluCase& c) {
   const Sizes s = sizes_of(c);
   return {{"out", HostTensor(DType::bf16, {s.rows, s.inter})}};
 }
 
-void run_reference(const Case& c, const TensorMap& inputs, TensorMap& outputs) {
+void run_reference(const SiluCase& c, const TensorMap& inputs, TensorMap& outputs) {
   const Sizes s = sizes_of(c);
   const HostTensor& gate_up = inputs.at("gate_up");
   Eigen::MatrixXd x(s.rows, 2 * s.inter);
@@ -93,7 +113,7 @@ void run_reference(const Case& c, const TensorMap& inputs, TensorMap& outputs) {
 
 // An engine pads a captured batch with token rows whose expert ids are -1 (mask_topk_ids), so the
 // padding rows must be skipped; their gate_up holds NaN so that a kernel reading them shows it.
-TensorMap pad_batch(const Case& c, const TensorMap& inputs, int64_t bucket) {
+TensorMap pad_batch(const SiluCase& c, const TensorMap& inputs, int64_t bucket) {
   const Sizes s = sizes_of(c);
   if (s.step != 1)
     throw BadInput("filtered_silu_mul: graph replay pads token rows with expert id -1, which needs step = 1, got " +
@@ -109,7 +129,7 @@ TensorMap pad_batch(const Case& c, const TensorMap& inputs, int64_t bucket) {
   return {{"gate_up", std::move(gate_up)}, {"expert_ids", std::move(ids)}};
 }
 
-WorkCount work(const Case& c, const TensorMap& inputs) {
+WorkCount work(const SiluCase& c, const TensorMap& inputs) {
   const Sizes s = sizes_of(c);
   const int32_t* ids = inputs.at("expert_ids").data<int32_t>();
   int64_t kept_rows = 0;
@@ -119,21 +139,27 @@ WorkCount work(const Case& c, const TensorMap& inputs) {
           static_cast<double>(kept_rows * s.inter * 4)};
 }
 
+#if DSV4H_GPU_LAYER
+void launch(const SiluCase& c, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream) {
+  FilteredSiluMulArgs args;
+  args.gate_up = inputs.data<const uint16_t>("gate_up");
+  args.expert_ids = inputs.data<const int32_t>("expert_ids");
+  args.out = outputs.data<uint16_t>("out");
+  args.rows = c.rows;
+  args.inter = c.inter;
+  args.expert_step = c.step;
+  args.swiglu_limit = static_cast<float>(c.limit);
+  launch_filtered_silu_mul(args, static_cast<hipStream_t>(stream));
+}
+#endif
+
 }  // namespace
 
 Component filtered_silu_mul_component() {
-  Component c;
-  c.name = "filtered_silu_mul";
-  c.summary = "expert-filtered SwiGLU of the fused MoE: out = silu(min(g,L)) * clamp(u,-L,L), rows of expert -1 skipped";
-  c.params = {
-      {"rows", ParamKind::integer, "77", "token rows R (tokens x top-k, or expert-sorted padded rows)"},
-      {"inter", ParamKind::integer, "2048", "intermediate size I (gate_up has 2I columns)"},
-      {"kept", ParamKind::real, "0.5", "probability that an expert id is local (not -1)"},
-      {"step", ParamKind::integer, "1", "expert_step: rows per expert id (1, or BLOCK_M when sorted)"},
-      {"limit", ParamKind::real, "10", "swiglu_limit L (DeepSeek-V4: 10; 0 = no clamp)"},
-      {"adversarial", ParamKind::integer, "0", "1 = values at, around and far beyond the clamp"},
-  };
-  c.verify_cases = {
+  Descriptor<Params> d;
+  d.name = "filtered_silu_mul";
+  d.summary = "expert-filtered SwiGLU of the fused MoE: out = silu(min(g,L)) * clamp(u,-L,L), rows of expert -1 skipped";
+  d.verify_cases = {
       "filtered_silu_mul(rows=1,inter=2048,kept=1)",
       "filtered_silu_mul(rows=6,inter=2048,kept=0.5)",
       "filtered_silu_mul(rows=77,inter=2048,kept=0.5,adversarial=1)",
@@ -148,15 +174,26 @@ Component filtered_silu_mul_component() {
       "filtered_silu_mul(rows=20000,inter=8,kept=0.9)",
       "filtered_silu_mul(rows=98304,inter=16,kept=0.7)",
   };
-  c.batch_param = "rows";
-  c.replay_case = "filtered_silu_mul(rows=1,inter=520,kept=0.75,step=1)";
-  c.make_inputs = make_inputs;
-  c.validate_inputs = validate_inputs;
-  c.make_outputs = make_outputs;
-  c.reference = run_reference;
-  c.pad_batch = pad_batch;
-  c.work = work;
-  return c;
+  d.batch_param = "rows";
+  d.replay_case = "filtered_silu_mul(rows=1,inter=520,kept=0.75,step=1)";
+  d.mutants = {
+      DSV4H_MUTANT(filter_ignored, "filtered_silu_mul.hip", "rows of expert -1 computed too (review finding 4)"),
+      DSV4H_MUTANT(clamp_missing, "filtered_silu_mul.hip", "swiglu_limit not applied (spec 8.2)"),
+      DSV4H_MUTANT(expert_step_ignored, "filtered_silu_mul.hip", "one expert id per row, as if expert_step were 1"),
+      DSV4H_MUTANT(partial_vector_dropped, "filtered_silu_mul.hip", "the last partial vector of a row not written"),
+  };
+  d.gpu_tests = "*FilteredSiluMul*";
+  d.bench_binary = "bench_filtered_silu_mul";
+  d.make_inputs = make_inputs;
+  d.validate_inputs = validate_inputs;
+  d.make_outputs = make_outputs;
+  d.reference = run_reference;
+  d.pad_batch = pad_batch;
+  d.work = work;
+#if DSV4H_GPU_LAYER
+  d.gpu = launch;
+#endif
+  return erase(std::move(d));
 }
 
 }  // namespace dsv4h

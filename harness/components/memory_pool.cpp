@@ -26,9 +26,12 @@
 #include "../../reference/kv_pool.h"
 #include "../../reference/kv_pool_allocator.h"
 #include "../compare.h"
+#include "../descriptor.h"
 #include "../errors.h"
 #include "../random.h"
-#include "all_components.h"
+#if DSV4H_GPU_LAYER
+#include "../gpu/launchers.h"
+#endif
 
 namespace dsv4h {
 namespace {
@@ -60,7 +63,7 @@ void fill_rows(HostTensor& t, int64_t row_elements, Rng& rng) {
   }
 }
 
-TensorMap make_inputs(const Case& c) {
+TensorMap make_inputs(const MemoryPoolCase& c) {
   const MemoryPoolSizes s = memory_pool_sizes(c);
   reference::PoolAllocator pool({s.full_pages, s.swa_pages, s.swa_page, s.window});
   Rng rng(c.seed());
@@ -110,7 +113,7 @@ std::map<std::string, std::pair<DType, Shape>> input_schema(const MemoryPoolSize
           {"index_k", {DType::bf16, {s.layers, s.tokens, reference::kIndexerDims}}}};
 }
 
-void validate_inputs(const Case& c, const TensorMap& inputs) {
+void validate_inputs(const MemoryPoolCase& c, const TensorMap& inputs) {
   const MemoryPoolSizes s = memory_pool_sizes(c);
   const auto schema = input_schema(s);
   for (const auto& [name, t] : inputs)
@@ -166,7 +169,7 @@ void validate_inputs(const Case& c, const TensorMap& inputs) {
   }
 }
 
-TensorMap make_outputs(const Case& c) {
+TensorMap make_outputs(const MemoryPoolCase& c) {
   const MemoryPoolSizes s = memory_pool_sizes(c);
   TensorMap out;
   for (const char* name : {"swa_out_loc", "c4_out_loc", "c128_out_loc"}) out[name] = HostTensor(DType::i32, {s.tokens});
@@ -181,7 +184,7 @@ uint8_t* page_of(HostTensor& pool, PoolKind kind, const MemoryPoolSizes& s, int 
   return pool.bytes() + local_layer * pool.shape()[1] * 4 + slot / per_page * page_bytes;
 }
 
-void run_reference(const Case& c, const TensorMap& inputs, TensorMap& outputs) {
+void run_reference(const MemoryPoolCase& c, const TensorMap& inputs, TensorMap& outputs) {
   const MemoryPoolSizes s = memory_pool_sizes(c);
   const auto vec = [&](const char* name) {
     const HostTensor& t = inputs.at(name);
@@ -228,7 +231,7 @@ void run_reference(const Case& c, const TensorMap& inputs, TensorMap& outputs) {
 // Slot 0 of every pool layer, its data bytes and its scale bytes: the sink, which no reader looks at.
 // The reference stores nothing there; a kernel may store its padded and non-completing rows there,
 // as SGLang's do (spec 5.2: "otherwise the write target is slot 0").
-void sink_unchecked(const Case& c, TensorMap& outputs, Poison poison) {
+void sink_unchecked(const MemoryPoolCase& c, TensorMap& outputs, Poison poison) {
   const MemoryPoolSizes s = memory_pool_sizes(c);
   const uint64_t bits = poison_bits(DType::i32, poison);
   for (PoolKind kind : reference::kPoolKinds) {
@@ -247,7 +250,7 @@ void sink_unchecked(const Case& c, TensorMap& outputs, Poison poison) {
 // An engine pads a captured step with rows whose out location is 0 (the sink) and length 1 (no
 // compressed block completes): they store nothing but, perhaps, the sink. Their latents are NaN,
 // which a store anywhere else would show.
-TensorMap pad_batch(const Case& c, const TensorMap& inputs, int64_t bucket) {
+TensorMap pad_batch(const MemoryPoolCase& c, const TensorMap& inputs, int64_t bucket) {
   const MemoryPoolSizes s = memory_pool_sizes(c);
   if (bucket < s.tokens) throw BadInput("memory_pool: bucket " + str(bucket) + " < tokens " + str(s.tokens));
   TensorMap padded;
@@ -272,7 +275,7 @@ TensorMap pad_batch(const Case& c, const TensorMap& inputs, int64_t bucket) {
   return padded;
 }
 
-WorkCount work(const Case& c, const TensorMap& inputs) {
+WorkCount work(const MemoryPoolCase& c, const TensorMap& inputs) {
   const MemoryPoolSizes s = memory_pool_sizes(c);
   const int32_t* loc = inputs.at("out_cache_loc").data<int32_t>();
   const int32_t* map = inputs.at("full_to_swa").data<int32_t>();
@@ -291,16 +294,15 @@ WorkCount work(const Case& c, const TensorMap& inputs) {
 
 }  // namespace
 
-MemoryPoolSizes memory_pool_sizes(const Case& c) {
-  MemoryPoolSizes s{c.integer("tokens"), c.integer("layers"), c.integer("first_layer"), c.integer("order"),
-                    c.integer("per_request"), c.integer("history"), c.integer("swa_page"), c.integer("window"),
-                    c.integer("full_pages"), c.integer("swa_pages"), c.real("invalid")};
+MemoryPoolSizes memory_pool_sizes(const MemoryPoolCase& c) {
+  MemoryPoolSizes s;
+  static_cast<MemoryPoolParams&>(s) = c;
   const auto bad = [&](const std::string& why) { return BadInput("memory_pool: " + why + " in " + c.str()); };
   if (s.tokens < 0) throw bad("tokens must be >= 0");
   // Each size is bounded before any product of sizes is formed, so that none overflows.
   if (s.layers < 3 || s.layers > 1024) throw bad("layers must be in [3, 1024] (at least 3, so that every pool has a layer: ratios 0, 4, 128, ...)");
   if (s.first_layer < 0 || s.first_layer >= s.layers) throw bad("first_layer must be in [0, layers)");
-  if (s.order < 0 || s.order > 2) throw bad("order must be 0 (ascending), 1 (descending) or 2 (shuffled)");
+  if (s.order < StoreOrder::ascending || s.order > StoreOrder::shuffled) throw bad("order must be 0 (ascending), 1 (descending) or 2 (shuffled)");
   if (s.per_request < 1) throw bad("per_request must be >= 1");
   if (s.history < 0) throw bad("history must be >= 0");
   if (s.swa_page < 1 || s.swa_page > 4096) throw bad("swa_page must be in [1, 4096]");
@@ -319,12 +321,12 @@ MemoryPoolSizes memory_pool_sizes(const Case& c) {
   return s;
 }
 
-std::vector<int> memory_pool_store_order(const Case& c) {
+std::vector<int> memory_pool_store_order(const MemoryPoolCase& c) {
   const MemoryPoolSizes s = memory_pool_sizes(c);
   std::vector<int> order;
   for (int64_t layer = s.first_layer; layer < s.layers; ++layer) order.push_back(static_cast<int>(layer));
-  if (s.order == 1) std::reverse(order.begin(), order.end());
-  if (s.order == 2) {
+  if (s.order == StoreOrder::descending) std::reverse(order.begin(), order.end());
+  if (s.order == StoreOrder::shuffled) {
     Rng rng(c.seed() ^ 0x5eedu);
     for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[static_cast<size_t>(rng.integer(0, static_cast<int64_t>(i) - 1))]);
   }
@@ -332,23 +334,10 @@ std::vector<int> memory_pool_store_order(const Case& c) {
 }
 
 Component memory_pool_component() {
-  Component c;
-  c.name = "memory_pool";
-  c.summary = "one step's DeepSeek-V4 KV pool writes: swa/c4/c128 locations translated once, then every layer's MODEL1 and indexer FP8 stores";
-  c.params = {
-      {"tokens", ParamKind::integer, "6", "rows of the step (tokens stored)"},
-      {"layers", ParamKind::integer, "4", "layers of the model, ratios [0, 4, 128, 4, 128, ...] (>= 3)"},
-      {"first_layer", ParamKind::integer, "0", "first layer of this pipeline stage; layers below it do not store"},
-      {"order", ParamKind::integer, "0", "store order of the layers: 0 ascending, 1 descending, 2 shuffled by seed"},
-      {"per_request", ParamKind::integer, "1", "tokens a request adds in this step (1 = decode)"},
-      {"history", ParamKind::integer, "600", "most tokens a request holds before the step (drawn uniformly)"},
-      {"swa_page", ParamKind::integer, "256", "tokens per page of the swa pool"},
-      {"window", ParamKind::integer, "128", "sliding window: swa slots a request keeps alive"},
-      {"full_pages", ParamKind::integer, "32", "pages of 256 tokens in the full pool (and c4/c128/indexer pages)"},
-      {"swa_pages", ParamKind::integer, "16", "pages of the swa pool"},
-      {"invalid", ParamKind::real, "0.1", "probability that a row's out_cache_loc is -1 (not stored)"},
-  };
-  c.verify_cases = {
+  Descriptor<MemoryPoolParams> d;
+  d.name = "memory_pool";
+  d.summary = "one step's DeepSeek-V4 KV pool writes: swa/c4/c128 locations translated once, then every layer's MODEL1 and indexer FP8 stores";
+  d.verify_cases = {
       "memory_pool(tokens=1)",
       "memory_pool(tokens=6,order=1)",
       "memory_pool(tokens=6,first_layer=1,order=2)",
@@ -360,18 +349,32 @@ Component memory_pool_component() {
       // Past kv_pool_store's kBulkTokens (4096): its 4-step blocks, each part's last block partial.
       "memory_pool(tokens=4097,per_request=4097,history=0,full_pages=20,swa_pages=20)",
   };
-  c.batch_param = "tokens";
+  d.batch_param = "tokens";
   // Replayed as target-verify steps (4 rows a request): the c4 pool is as large as the full pool,
   // so 64 requests rather than 256 keep 256 replays of every output cheap.
-  c.replay_case = "memory_pool(tokens=1,layers=3,per_request=4,history=250,swa_page=8,window=8,full_pages=66,swa_pages=130)";
-  c.make_inputs = make_inputs;
-  c.validate_inputs = validate_inputs;
-  c.make_outputs = make_outputs;
-  c.reference = run_reference;
-  c.pad_batch = pad_batch;
-  c.work = work;
-  c.unchecked = sink_unchecked;
-  return c;
+  d.replay_case = "memory_pool(tokens=1,layers=3,per_request=4,history=250,swa_page=8,window=8,full_pages=66,swa_pages=130)";
+  // The allocator's pool_slot0_handed_out is host code: reference/CMakeLists.txt builds it, and
+  // its CPU test must fail (tests/CMakeLists.txt).
+  d.mutants = {
+      DSV4H_MUTANT(pool_cached_loc, "kv_pool_translate.hip kv_pool_store.hip kv_pool_gather.hip", "layer 0's SWA translation cached and reused by every later store (review finding 5)"),
+      DSV4H_MUTANT(pool_minus_one_wraparound, "kv_pool_translate.hip kv_pool_store.hip kv_pool_gather.hip", "-1 indexed with Python's wraparound: the last mapping entry (spec 5.5)"),
+      DSV4H_MUTANT(pool_scale_round_down, "kv_pool_translate.hip kv_pool_store.hip kv_pool_gather.hip", "the ue8m0 scale exponent rounded down: a tile's largest values exceed fp8's range"),
+  };
+  d.gpu_tests = "*MemoryPool*:*KvPool*:*LatencyFloor.Kv*";
+  d.bench_binary = "bench_memory_pool";
+  d.make_inputs = make_inputs;
+  d.validate_inputs = validate_inputs;
+  d.make_outputs = make_outputs;
+  d.reference = run_reference;
+  d.pad_batch = pad_batch;
+  d.work = work;
+  d.unchecked = sink_unchecked;
+#if DSV4H_GPU_LAYER
+  d.gpu = [](const MemoryPoolCase& c, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream) {
+    launch_memory_pool_case(c.untyped(), inputs, outputs, stream);
+  };
+#endif
+  return erase(std::move(d));
 }
 
 }  // namespace dsv4h

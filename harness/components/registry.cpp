@@ -1,6 +1,8 @@
-#include "../component.h"
+#include <algorithm>
+#include <sstream>
+
+#include "../descriptor.h"
 #include "../errors.h"
-#include "all_components.h"
 
 namespace dsv4h {
 
@@ -14,21 +16,25 @@ const Component& Registry::get(const std::string& name) const {
   throw BadInput("unknown component \"" + name + "\" (known: " + names + ")");
 }
 
-Component& Registry::get_mutable(const std::string& name) {
-  return const_cast<Component&>(static_cast<const Registry&>(*this).get(name));
-}
+std::vector<Component> all_component_descriptors();  // generated: cmake/components.cmake
 
 const Registry& registry() {
   static const Registry r = [] {
+    std::vector<Component> components = all_component_descriptors();
+    std::sort(components.begin(), components.end(),
+              [](const Component& a, const Component& b) { return a.name < b.name; });
     Registry all;
-    all.add(filtered_silu_mul_component());
-    all.add(attn_metadata_component());
-    all.add(mtp_expand_component());
-    all.add(memory_pool_component());
-    attach_gpu_launchers(all);
+    for (Component& c : components) all.add(std::move(c));
     return all;
   }();
   return r;
+}
+
+Mutant make_mutant(const std::string& name, const std::string& sources, const std::string& bug) {
+  Mutant m{name, {}, bug};
+  std::istringstream words(sources);
+  for (std::string source; words >> source;) m.kernel_sources.push_back(source);
+  return m;
 }
 
 Case parse_case(const std::string& text, uint64_t default_seed) {
@@ -57,7 +63,11 @@ TensorMap checked_outputs(const Component& component, const Case& c, const Tenso
   return outputs;
 }
 
-OutputCheck output_check(const Component&, const Case&, const std::string&, DType dtype) {
+OutputCheck output_check(const Component& component, const Case& c, const std::string& output, DType dtype) {
+  if (component.checks) {
+    const std::map<std::string, OutputCheck> checks = component.checks(c);
+    if (auto it = checks.find(output); it != checks.end()) return it->second;
+  }
   OutputCheck check;
   check.tolerance = tolerance_for(dtype);
   return check;

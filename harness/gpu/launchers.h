@@ -1,5 +1,6 @@
-// GPU bindings of the components: unpack a case and its device tensors into a kernel's launch
-// wrapper. One function per component, in launch_<component>.cpp.
+// GPU launch pieces that tests and benchmarks call directly, beside the components' own launchers
+// (Component::gpu): the metadata update without its consumer, and the memory pool's parts that
+// GPU tests compose steps from (layer by layer, batches interleaved).
 #pragma once
 
 #include "../component.h"
@@ -8,15 +9,11 @@
 
 namespace dsv4h {
 
-void launch_filtered_silu_mul_case(const Case& c, const DeviceTensorMap& inputs, DeviceTensorMap& outputs,
-                                   void* stream);
-void launch_attn_metadata_case(const Case& c, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream);
-// The per-step update alone (build + copy into the buffers + tail reset), for the benchmark.
+// attn_metadata's per-step update alone (build + copy into the buffers + tail reset), for the benchmark.
 void launch_attn_metadata_update(const Case& c, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream);
-void launch_mtp_expand_case(const Case& c, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream);
 
-// memory_pool: the step launcher, and the pieces GPU tests compose steps from (layer by layer,
-// batches interleaved). `translation_cache` is what only the pool_cached_loc mutant uses.
+// memory_pool: the step launcher and its pieces. `translation_cache` is what only the
+// pool_cached_loc mutant uses.
 void launch_memory_pool_case(const Case& c, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream);
 KvPoolSet memory_pool_device_pools(const Case& c, DeviceTensorMap& outputs, int32_t* translation_cache);
 KvLayerStore memory_pool_layer(const Case& c, const DeviceTensorMap& inputs, int layer);

@@ -79,7 +79,7 @@ class Graph {
   GpuTimer timer_;
 };
 
-using Binding = void (*)(const Case&, const DeviceTensorMap&, DeviceTensorMap&, void*);
+using Binding = std::function<void(const Case&, const DeviceTensorMap&, DeviceTensorMap&, void*)>;
 
 // A case's device inputs and outputs, its graph and its work counts. Google Benchmark calls a
 // benchmark once per repetition, and a ctx-131072 case takes seconds to build on the host, so the
@@ -145,7 +145,9 @@ void BM_attn_metadata_update(benchmark::State& state) {
   time_component(state, update_case(state), launch_attn_metadata_update);
 }
 
-void BM_mtp_expand(benchmark::State& state) { time_component(state, mtp_case(state), launch_mtp_expand_case, true); }
+void BM_mtp_expand(benchmark::State& state) {
+  time_component(state, mtp_case(state), registry().get("mtp_expand").gpu, true);
+}
 
 // The floor of a case by its bytes: a graph holding one copy (by `by`) that moves as many bytes
 // (half read, half written) as the case's descriptor counts, replayed the same way. Where the

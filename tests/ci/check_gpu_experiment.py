@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""ci/gpu-experiment without a GPU: every mutant the build defines belongs to a component (and
-noop to all); pack collects a component's binaries from a build tree; run exits 77 where no GPU
+"""ci/gpu-experiment without a GPU: every mutant the kernels define is declared by a component's
+descriptor (dsv4h list --json) and gets its checks (noop all of them); pack collects a component's binaries from a build tree; run exits 77 where no GPU
 is found, and on a stand-in GPU machine (fake nvidia-smi, compute-sanitizer, test, mutant and
 benchmark binaries) times the builds only when every check passed, leaving its transcript, gpu-ab's
 JSON and the logs; a failing check stops it with exit 1 before any timing.
 
-usage: check_gpu_experiment.py
+usage: check_gpu_experiment.py DSV4H
 """
 import json
 import os
@@ -62,26 +62,36 @@ def tool(*args, env=None):
                           env=env)
 
 
-def check_every_mutant_has_a_component():
-    with open(os.path.join(ROOT, "kernels", "CMakeLists.txt")) as f:
-        cmake = f.read()
-    names = []
-    for block in re.findall(r"set\(DSV4H_MUTANT_NAMES\s+(.*?)\s+CACHE", cmake, re.S):
-        names += [n for n in block.split() if not n.startswith("${")]
-    if len(names) < 10:
-        fail(f"found only {names} in kernels/CMakeLists.txt")
-    for name in names:
-        proc = tool("filter", "--mutant", name)
-        if proc.returncode != 0 or not proc.stdout.strip():
-            fail(f"mutant {name} has no component in ci/gpu-experiment: {proc.stdout}")
-    if tool("filter", "--mutant", "noop").stdout.strip() != "*":
+# The harness's own mutants: noop (every kernel) and the performance mutant work_twice.
+HARNESS_MUTANTS = {"noop", "work_twice"}
+
+
+def check_every_mutant_has_a_component(dsv4h):
+    listed = json.loads(subprocess.run([dsv4h, "list", "--json"], stdout=subprocess.PIPE, text=True, check=True).stdout)
+    declared = {m["name"]: c["gpu_tests"] for c in listed["components"] for m in c["mutants"]}
+    defined = set()
+    for name in (n for n in os.listdir(os.path.join(ROOT, "kernels")) if n.endswith((".hip", ".h"))):
+        with open(os.path.join(ROOT, "kernels", name)) as f:
+            defined |= {m.lower() for m in re.findall(r"DSV4H_MUTANT_([A-Z0-9_]+)", f.read())}
+    if len(declared) < 10:
+        fail(f"dsv4h list --json declares only {sorted(declared)}")
+    undeclared = defined - set(declared) - HARNESS_MUTANTS
+    if undeclared:
+        fail(f"mutants the kernels define but no descriptor declares: {sorted(undeclared)}")
+    for name, checks in declared.items():
+        proc = tool("filter", "--components", dsv4h, "--mutant", name)
+        if proc.returncode != 0 or proc.stdout.strip() != checks:
+            fail(f"mutant {name} must run its component's checks {checks!r}: {proc.stdout}")
+    if tool("filter", "--components", dsv4h, "--mutant", "noop").stdout.strip() != "*":
         fail("noop must run every check")
-    if tool("filter", "--mutant", "no_such_mutant").returncode != 2:
+    if tool("filter", "--components", dsv4h, "--mutant", "no_such_mutant").returncode != 2:
         fail("an unknown mutant must be bad usage (exit 2)")
 
 
-def check_pack(work):
+def check_pack(work, dsv4h):
     build = os.path.join(work, "build")
+    os.makedirs(os.path.join(build, "harness", "cli"))
+    shutil.copy(dsv4h, os.path.join(build, "harness", "cli", "dsv4h"))
     for sub, names in (("gpu", ["test_gpu", "test_gpu_graph", "test_gpu_property", "test_gpu_mutant_mtp_zero_pad",
                                 "test_gpu_mutant_noop"]), ("bench", ["bench_attn_metadata"])):
         os.makedirs(os.path.join(build, "tests", sub), exist_ok=True)
@@ -92,16 +102,18 @@ def check_pack(work):
     if proc.returncode != 0:
         fail(f"pack exited {proc.returncode}: {proc.stdout}")
     expected = {"test_gpu", "test_gpu_graph", "test_gpu_property", "test_gpu_mutant_mtp_zero_pad", "test_gpu_mutant_noop",
-                "bench_attn_metadata"}
+                "bench_attn_metadata", "components.json"}
     if set(os.listdir(to)) != expected:
         fail(f"pack collected {sorted(os.listdir(to))}, expected {sorted(expected)}")
     proc = tool("pack", "--build", build, "--component", "memory_pool", "--to", os.path.join(work, "none"))
-    if proc.returncode == 0 or "test_gpu_mutant_pool_*" not in proc.stdout:
+    if proc.returncode == 0 or "test_gpu_mutant_pool_cached_loc" not in proc.stdout:
         fail(f"pack without the component's mutants must say which are missing: {proc.stdout}")
 
 
-def make_build(folder, us, failing=()):
+def make_build(folder, us, dsv4h, failing=()):
     os.makedirs(folder)
+    with open(os.path.join(folder, "components.json"), "w") as f:
+        f.write(subprocess.run([dsv4h, "list", "--json"], stdout=subprocess.PIPE, text=True, check=True).stdout)
     for name in ("test_gpu", "test_gpu_graph", "test_gpu_property", "test_gpu_mutant_pool_cached_loc", "test_gpu_mutant_noop"):
         write(os.path.join(folder, name), FAKE_TEST)
     for name in failing:
@@ -109,11 +121,11 @@ def make_build(folder, us, failing=()):
     write(os.path.join(folder, "bench_memory_pool"), FAKE_BENCH.format(us=us))
 
 
-def check_run(work):
+def check_run(work, dsv4h):
     base, new, broken = (os.path.join(work, n) for n in ("base", "new", "broken"))
-    make_build(base, 3.0)
-    make_build(new, 2.5)
-    make_build(broken, 2.5, failing=["test_gpu_graph"])
+    make_build(base, 3.0, dsv4h)
+    make_build(new, 2.5, dsv4h)
+    make_build(broken, 2.5, dsv4h, failing=["test_gpu_graph"])
     bare = dict(os.environ, PATH=os.path.dirname(sys.executable) + ":/usr/bin:/bin")
     if shutil.which("nvidia-smi", path=bare["PATH"]) is None:
         proc = tool("run", "--component", "memory_pool", "--base", base, "--new", new, env=bare)
@@ -151,11 +163,14 @@ def check_run(work):
 
 
 def main():
-    check_every_mutant_has_a_component()
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    dsv4h = os.path.abspath(sys.argv[1])
+    check_every_mutant_has_a_component(dsv4h)
     with tempfile.TemporaryDirectory() as work:
-        check_pack(work)
-        check_run(work)
-    print("ci/gpu-experiment: mutant table, pack, skip without a GPU, checks before timing: all as expected")
+        check_pack(work, dsv4h)
+        check_run(work, dsv4h)
+    print("ci/gpu-experiment: mutants declared, pack, skip without a GPU, checks before timing: all as expected")
 
 
 if __name__ == "__main__":

@@ -64,12 +64,13 @@ def check_each_outcome(work):
             fail(f"a {behaviour} run's verdict is {v}, expected status {status}")
 
 
-def check_killed_run_is_recorded(work):
+def check_killed_run_is_recorded(work, dsv4h):
     # gpu-suite on a copy of the repository whose one mutant hangs past the step timeout.
     repo = os.path.join(work, "repo")
     shutil.copytree(os.path.join(ROOT, "ci"), os.path.join(repo, "ci"))
     dist = os.path.join(repo, "build", "gpu-dist")
     os.makedirs(dist)
+    shutil.copy(dsv4h, os.path.join(dist, "dsv4h"))  # what the suite reads the components from
     fake(os.path.join(dist, "test_gpu_mutant_pool_cached_loc"), "hang")
     out = os.path.join(work, "out")
     proc = subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), "mutants"], stdout=subprocess.PIPE,
@@ -83,9 +84,11 @@ def check_killed_run_is_recorded(work):
 
 
 def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: check_mutant_verdicts.py DSV4H")
     with tempfile.TemporaryDirectory() as work:
         check_each_outcome(work)
-        check_killed_run_is_recorded(work)
+        check_killed_run_is_recorded(work, os.path.abspath(sys.argv[1]))
     print("check-mutant and gpu-suite mutants: caught, survived, crashed, skipped and killed runs all leave a verdict")
 
 

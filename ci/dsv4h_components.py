@@ -1,0 +1,56 @@
+"""The components as a build describes them (`dsv4h list --json`, from their descriptors): the one
+table the CI scripts read, so that none keeps a list of components, checks or mutants of its own.
+
+load(source): `source` is a dsv4h executable (run with `list --json`) or a JSON file it wrote.
+"""
+import fnmatch
+import json
+import os
+import subprocess
+
+SCHEMA_VERSION = 1
+
+
+def load(source):
+    """{name: component} from `dsv4h list --json`; ValueError when it cannot be read."""
+    if not os.path.exists(source):
+        raise ValueError(f"{source}: not found (a dsv4h executable or the JSON of `dsv4h list --json`)")
+    if os.access(source, os.X_OK) and not source.endswith(".json"):
+        proc = subprocess.run([source, "list", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if proc.returncode != 0:
+            raise ValueError(f"{source} list --json exited {proc.returncode}: {proc.stderr.strip()}")
+        text = proc.stdout
+    else:
+        with open(source) as f:
+            text = f.read()
+    doc = json.loads(text)
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"{source}: schema_version {doc.get('schema_version')!r}, this script reads {SCHEMA_VERSION}")
+    return {c["name"]: c for c in doc["components"]}
+
+
+def component_of_mutant(components, mutant):
+    """The component declaring the mutant; None for the harness's own (noop breaks every kernel)."""
+    for name, c in components.items():
+        if any(m["name"] == mutant for m in c["mutants"]):
+            return name
+    return None
+
+
+def mutant_filter(components, mutant):
+    """The gtest filter of the checks that must catch the mutant: its component's GPU checks, every
+    check for noop, which must fail them all. ValueError for a mutant nobody declares."""
+    if mutant == "noop":
+        return "*"
+    name = component_of_mutant(components, mutant)
+    if name is None:
+        raise ValueError(f"unknown mutant {mutant!r}: no component declares it")
+    return components[name]["gpu_tests"]
+
+
+def component_of_test(components, test):
+    """The component whose GPU test filter selects `test` ("Suite.Name"); None where none does."""
+    for name, c in components.items():
+        if any(fnmatch.fnmatchcase(test, p) for p in c["gpu_tests"].split(":") if p):
+            return name
+    return None
