@@ -36,7 +36,7 @@ struct Descriptor {
   std::string batch_param;  // an integer member of P: the first dimension graph replay slices
   std::string replay_case;
   std::vector<Mutant> mutants;
-  std::string gpu_tests;
+  std::string gpu_tests;  // the component's own GPU tests, beside the generic ones (`*<name>*`)
   std::string bench_binary, bench_filter;
 
   std::function<TensorMap(const CaseOf<P>&)> make_inputs;
@@ -75,7 +75,8 @@ Component erase(Descriptor<P> d) {
   c.batch_param = d.batch_param;
   c.replay_case = d.replay_case;
   c.mutants = d.mutants;
-  c.gpu_tests = d.gpu_tests;
+  // The generic GPU tests (tests/gpu/test_components_*.cpp) name their cases after the component.
+  c.gpu_tests = "*" + d.name + "*" + (d.gpu_tests.empty() ? "" : ":" + d.gpu_tests);
   c.bench_binary = d.bench_binary;
   c.bench_filter = d.bench_filter;
   const bool batch_is_integer = std::any_of(c.params.begin(), c.params.end(), [&](const ParamSpec& p) {

@@ -373,7 +373,7 @@ Component attn_metadata_component() {
       DSV4H_MUTANT(meta_tail_not_reset, "attn_metadata.hip", "the tail rows left as an earlier replay left them"),
       DSV4H_MUTANT(meta_extra_columns_stale, "attn_metadata.hip", "a narrower field copied as dst[:n, :w], the columns beyond w stale (spec 6.4)"),
   };
-  d.gpu_tests = "*AttnMetadata*:*MetadataGpu*:*MetadataGraph*attn_metadata*";
+  d.gpu_tests = "*AttnMetadata*:*MetadataGpu*";
   d.bench_binary = "bench_attn_metadata";
   d.bench_filter = "empty_kernel_graph|dependent_loads_graph|BM_attn_metadata_update";
   d.make_inputs = make_inputs;

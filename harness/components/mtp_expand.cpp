@@ -167,7 +167,7 @@ Component mtp_expand_component() {
   d.mutants = {
       DSV4H_MUTANT(mtp_zero_pad, "mtp_expand.hip", "rows copied once and the rest zero-padded, as _pad_tensor_to_size does (review finding 3)"),
   };
-  d.gpu_tests = "*MtpExpand*:*mtp_expand*";
+  d.gpu_tests = "*MtpExpand*";
   d.bench_binary = "bench_attn_metadata";
   d.bench_filter = "empty_kernel_graph|BM_mtp_expand|BM_copy_same_bytes_mtp";
   d.make_inputs = make_inputs;

@@ -1,8 +1,8 @@
 // memory_pool's step (translation + every layer's stores) captured at the engine's bucket sizes and
-// replayed at every batch size 1..256: the replay equals the reference and an eager launch on the
-// same padded inputs; padding rows (out location 0, length 1) write nothing, the sink included.
-// The second replay stores the layers in descending order, so that no store can lean on layer 0
-// having run first.
+// replayed at every batch size 1..256, as test_components_graph.cpp replays its replay case, with
+// the layers storing in descending order, so that no store can lean on layer 0 having run first:
+// the replay equals the reference and an eager launch on the same padded inputs; padding rows (out
+// location 0, length 1) write nothing, the sink included.
 #include <gtest/gtest.h>
 
 #include "gpu_env.h"
@@ -24,8 +24,6 @@ void replay(const Case& base) {
   EXPECT_EQ(r.batches_failed, 0);
   for (const std::string& f : r.failures) ADD_FAILURE() << f;
 }
-
-TEST(MemoryPoolGpuGraph, ReplayAtEveryBatchSizeUpTo256) { replay(parse_case(registry().get("memory_pool").replay_case)); }
 
 TEST(MemoryPoolGpuGraph, ReplayWithLayersStoringInDescendingOrder) {
   replay(parse_case(registry().get("memory_pool").replay_case).with("order", "1"));
