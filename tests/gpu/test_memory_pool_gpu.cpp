@@ -1,12 +1,11 @@
-// memory_pool on the GPU against the reference: every verify case for three seeds under two
-// poisons; the golden fixtures; two batches whose layer stores interleave (the review's cached_loc failure); and the
-// gather-and-unpack kernels reading back what a step stored, bit for bit against the CPU unpack.
+// memory_pool on the GPU beside its verify cases and golden fixtures (test_components_gpu.cpp): two
+// batches whose layer stores interleave (the review's cached_loc failure), and the gather-and-unpack
+// kernels reading back what a step stored, bit for bit against the CPU unpack.
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "gpu_env.h"
-#include "harness/case_file.h"
 #include "harness/poison.h"
 #include "harness/verify.h"
 #include "memory_pool_device.h"
@@ -18,41 +17,6 @@ namespace dsv4h {
 namespace {
 
 const Component& component() { return registry().get("memory_pool"); }
-
-std::vector<Case> verify_cases() {
-  std::vector<Case> cases;
-  for (const std::string& text : component().verify_cases)
-    for (uint64_t seed : {1, 2, 3}) cases.push_back(parse_case(text, seed));
-  return cases;
-}
-
-class MemoryPoolGpu : public ::testing::TestWithParam<Case> {};
-
-TEST_P(MemoryPoolGpu, MatchesReference) {
-  DSV4H_GPU_OR_SKIP(gpu);
-  const Case& c = GetParam();
-  std::printf("case %s (seed %llu)\n", c.str().c_str(), static_cast<unsigned long long>(c.seed()));
-  const CaseRun run = run_case(component(), c, gpu);
-  EXPECT_TRUE(run.result.passed()) << run.result.report();
-}
-
-INSTANTIATE_TEST_SUITE_P(VerifyCases, MemoryPoolGpu, ::testing::ValuesIn(verify_cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.test_name(); });
-
-// The golden fixtures (outputs worked out by fixtures/memory_pool/make_golden.py) on the GPU.
-TEST(MemoryPoolGpuFixtures, GoldenOutputs) {
-  DSV4H_GPU_OR_SKIP(gpu);
-  int ran = 0;
-  for (const std::string& path : json_files_in(fixtures_dir() + "/memory_pool")) {
-    const CaseFile f = load_case_file(path);
-    ASSERT_TRUE(f.expected.has_value()) << path;
-    std::printf("fixture %s: %s\n", path.c_str(), f.test_case.str().c_str());
-    const CaseRun run = run_case(component(), f.test_case, gpu, f.inputs, f.expected, path);
-    EXPECT_TRUE(run.result.passed()) << run.result.report();
-    ++ran;
-  }
-  EXPECT_GT(ran, 0) << "no golden fixtures under " << fixtures_dir() << "/memory_pool";
-}
 
 void expect_outputs_equal(const TensorMap& expected, const TensorMap& got, const std::string& where) {
   for (const auto& [name, e] : expected) {
