@@ -151,8 +151,9 @@ int cmd_verify(const std::vector<std::string>& argv) {
               gpu ? gpu->device_name().c_str() : "CPU reference only");
   if (!gpu) std::printf("%s\n", note.empty() ? "GPU checks skipped: --backend cpu" : note.c_str());
   if (args.has("--json"))
-    write_json_file(args.get("--json"), {{"date", now_utc()}, {"backend", gpu ? "gpu" : "cpu"},
-                                         {"device", gpu ? gpu->device_name() : "cpu"}, {"gpu_skipped", gpu ? "" : note},
+    write_json_file(args.get("--json"), {{"schema_version", 1}, {"commit", build_commit()}, {"date", now_utc()},
+                                         {"backend", gpu ? "gpu" : "cpu"}, {"device", gpu ? gpu->device_name() : "cpu"},
+                                         {"gpu_skipped", gpu ? "" : note},
                                          {"passed", total - failed}, {"failed", failed},
                                          {"cases", results}, {"graph_replay", replays}});
   return failed ? kMismatch : kPass;

@@ -7,6 +7,10 @@
 
 #include "../gpu_backend.h"
 
+namespace dsv4h {
+const char* build_commit();  // the commit this dsv4h was built from (generated: cmake/version.cmake)
+}  // namespace dsv4h
+
 namespace dsv4h::cli {
 
 int cmd_list(const std::vector<std::string>& argv);

@@ -13,6 +13,7 @@ namespace {
 const char* kUsage = R"(dsv4h: verify DeepSeek-V4 GPU components against their CPU references
 
 usage: dsv4h COMMAND [options]     (dsv4h COMMAND --help for each command's options)
+       dsv4h --version             the commit this dsv4h was built from
 
 commands:
   list      the registered components, their parameters and verification cases
@@ -33,6 +34,10 @@ int main(int argc, char** argv) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? kBadUsage : kPass;
+  }
+  if (args[0] == "--version") {
+    std::printf("dsv4h %s\n", dsv4h::build_commit());
+    return kPass;
   }
   const std::string command = args[0];
   args.erase(args.begin());
