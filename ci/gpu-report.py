@@ -20,6 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dsv4h_components  # noqa: E402
+import goals  # noqa: E402
 
 # The suites no component's GPU test filter selects (`dsv4h list --json`): the CPU tests of the
 # harness and the references, by the prefix of their name.
@@ -63,6 +64,8 @@ def collect(work):
     part = {"tests": [], "mutants": [], "sanitizer": [], "benchmarks": [], "context": {}}
     listed = os.path.join(work, "components.json")  # ci/gpu-suite: what the build's dsv4h listed
     components = dsv4h_components.load(listed) if os.path.exists(listed) else {}
+    if components:
+        part["components"] = load(listed)
     for path in sorted(glob.glob(os.path.join(work, "gtest", "*.json"))):
         binary = os.path.basename(path)[:-5].split(".shard")[0]  # a binary's gtest shards are one binary
         for suite in load(path)["testsuites"]:
@@ -152,208 +155,6 @@ def derive(b):
     return b
 
 
-def with_floor(goal, floor, meets):
-    """A goal with the same measure taken on its floor benchmark (the faster copy of the same
-    bytes, or a kernel doing nothing but the same dependent loads, timed the same way), and whether
-    the floor itself meets the goal: where it does not, the goal asks for more than this device
-    reaches with no work at all beside the data movement. Goals without a floor benchmark (e.g.
-    196608 rows, whose copy would not fit the benchmark's buffers) carry none."""
-    if floor is not None:
-        goal["floor"] = round(floor, 4)
-        goal["floor_meets_goal"] = bool(meets(floor))
-    return goal
-
-
-def copy_fraction(copy, b):
-    """The fraction of the copy ceiling that a floor benchmark reached (derive() computed it)."""
-    return copy.get("fraction_of_ceiling") if copy else None
-
-
-def fastest_copy(by_name, name):
-    """Of the two copies of a goal's bytes, by the driver (BM_copy_same_bytes...) and by a copy kernel
-    (BM_copy_kernel_same_bytes..., same arguments), the faster: a floor is the least any kernel
-    could cost, and neither copy is the faster at every size. `name` is the driver copy's."""
-    present = [b for b in (by_name.get(name), by_name.get(name.replace("BM_copy_same_bytes", "BM_copy_kernel_same_bytes", 1)))
-               if b]
-    return min(present, key=lambda b: b["median_us"]) if present else None
-
-
-def slowest(*floors):
-    """Of a goal's floor benchmarks (its dependent loads, its same-bytes copy), the one that takes
-    longest: the least the goal's kernel can cost, since it does both."""
-    present = [f for f in floors if f]
-    return max(present, key=lambda f: f["median_us"]) if present else None
-
-
-PAIRED = "paired with its samples"  # how a ratio to the empty kernel was measured, where it was
-
-
-def ratio_to_empty(b, empty):
-    """A benchmark's time over an empty kernel's, and how it was measured: the median of the ratios
-    to an empty kernel timed right after each of its samples (counter ratio_to_empty, since the
-    benchmarks pair them), else its median over the binary's empty-kernel benchmark's; (None, None)
-    where the benchmark (or, unpaired, the empty kernel's) did not run."""
-    if not b:
-        return None, None
-    paired = b.get("counters", {}).get("ratio_to_empty")
-    if paired:
-        return paired, PAIRED
-    if empty:
-        return b["median_us"] / empty["median_us"], "against the empty-kernel benchmark"
-    return None, None
-
-
-def with_processes(goal, b):
-    """A paired ratio goal with the ratio each benchmark process measured, where there were several:
-    a value near its bound can be met in some processes and missed in others."""
-    if goal.get("ratio_measured") == PAIRED and b.get("process_ratio_to_empty"):
-        goal["value_by_process"] = [round(v, 3) for v in b["process_ratio_to_empty"]]
-    return goal
-
-
-def time_ratio(floor, empty):
-    return floor["median_us"] / empty["median_us"] if floor and empty else None
-
-
-def judge_filtered_silu_mul(report, by_name):
-    """The benchmark goals of issue 2, each with the numbers it was judged on."""
-    goals = []
-
-    def bench(rows, permille):
-        return by_name.get(f"BM_filtered_silu_mul/rows:{rows}/kept_permille:{permille}/manual_time")
-
-    for rows, need in ((24576, 0.95), (196608, 0.95), (3072, 0.80)):
-        b = bench(rows, 1000)
-        if b and "fraction_of_ceiling" in b:
-            goals.append(with_floor({"goal": f"rows={rows} all kept: >= {need:.0%} of copy bandwidth",
-                                     "value": round(b["fraction_of_ceiling"], 4), "met": b["fraction_of_ceiling"] >= need},
-                                    copy_fraction(fastest_copy(by_name, f"BM_copy_same_bytes/rows:{rows}/manual_time"), b),
-                                    lambda v: v >= need))
-    for rows in (24576, 196608):
-        full = bench(rows, 1000)
-        for permille, need in ((500, 0.53), (125, 0.20)):
-            b = bench(rows, permille)
-            if full and b:
-                ratio = b["median_us"] / full["median_us"]
-                goals.append({"goal": f"rows={rows} kept {permille / 1000:g}: <= {need}x the all-kept time",
-                              "value": round(ratio, 4), "met": ratio <= need})
-    empty = by_name.get("BM_empty_kernel/manual_time")
-    decode = bench(6, 1000)
-    if empty and decode:
-        ratio = decode["median_us"] / empty["median_us"]
-        goals.append(with_floor({"goal": "rows=6 all kept: <= 1.2x an empty kernel", "value": round(ratio, 4), "met": ratio <= 1.2},
-                                time_ratio(by_name.get("BM_dependent_loads/depth:2/manual_time"), empty),
-                                lambda v: v <= 1.2))
-    for peer in report.get("torch_peers", {}).get("peers", []):
-        for permille in (1000, 500, 125):
-            b = bench(peer["rows"], permille)
-            if not b:
-                continue
-            for kind in ("eager", "compile"):
-                ratio = b["median_us"] / peer[f"{kind}_us"]
-                goals.append({"goal": f"rows={peer['rows']} kept {permille / 1000:g}: faster than torch {kind}",
-                              "value": round(ratio, 4), "met": ratio < 1.0})
-    return goals
-
-
-def judge_metadata(report, by_name):
-    """The benchmark goals of issue 5: the update <= 3 us in a graph and >= 10x faster than torch's
-    per-field copies (eager); the MTP expansion within 1.5x of an empty-kernel graph and faster than torch's
-    repeat_interleave with output_size (torch timed in a CUDA graph too, and eagerly for the record)."""
-    goals = []
-    peers = report.get("torch_peers_more", {}).get("metadata", {})
-    for peer in peers.get("attn_metadata", []):
-        # The goals judge a replay's update (temp:0, built straight into the buffers); the same update
-        # also writing the staging set, as an eager step does (temp:1), is named beside it.
-        case = f"bs:{peer['bs']}/verify:{peer['verify']}/ctx:{peer['ctx']}/temp:0"
-        ours = by_name.get(f"BM_attn_metadata_update/{case}/manual_time")
-        if not ours:
-            continue
-        eager = by_name.get(f"BM_attn_metadata_update/{case[:-1]}1/manual_time")
-        what = f"attn_metadata update bs={peer['bs']} verify={peer['verify']} ctx={peer['ctx']}, a replay's"
-        if eager:
-            what += f" (with the staging set written too: {eager['median_us']:.3f} us)"
-        floor = slowest(by_name.get("BM_dependent_loads_graph/depth:3/manual_time"),
-                        fastest_copy(by_name, f"BM_copy_same_bytes_update/{case}/manual_time"))
-        goals.append(with_floor({"goal": f"{what}: <= 3 us per graph replay", "value": round(ours["median_us"], 3),
-                                 "met": ours["median_us"] <= 3.0},
-                                floor["median_us"] if floor else None, lambda v: v <= 3.0))
-        # The issue's 10x is against per-field copies as an engine runs them, eagerly before a replay
-        # (its 34-37 us); captured in a graph too, torch's copies cost less than 10x a one-node graph.
-        speedup = peer["eager_us"] / ours["median_us"]
-        goals.append({"goal": f"{what}: >= 10x faster than torch per-field copies, eager ({peer['eager_us']:.1f} us; "
-                              f"in a graph {peer['graph_us']:.1f} us, {peer['graph_us'] / ours['median_us']:.2f}x)",
-                      "value": round(speedup, 2), "met": speedup >= 10})
-    empty = by_name.get("BM_empty_kernel_graph/manual_time")
-    for peer in peers.get("mtp_expand", []):
-        ours = by_name.get(f"BM_mtp_expand/bs:{peer['bs']}/topk:{peer['topk']}/fields:{peer['fields']}/manual_time")
-        if not ours:
-            continue
-        what = f"mtp_expand bs={peer['bs']} topk={peer['topk']} fields={peer['fields']}"
-        ratio, measured = ratio_to_empty(ours, empty)
-        if ratio is not None:
-            floor = slowest(by_name.get("BM_dependent_loads_graph/depth:1/manual_time"),
-                            fastest_copy(by_name, f"BM_copy_same_bytes_mtp/bs:{peer['bs']}/topk:{peer['topk']}/fields:{peer['fields']}/manual_time"))
-            goals.append(with_floor(with_processes({"goal": f"{what}: <= 1.5x an empty-kernel graph", "value": round(ratio, 3),
-                                                    "met": ratio <= 1.5, "ratio_measured": measured}, ours),
-                                    time_ratio(floor, empty), lambda v: v <= 1.5))
-        ratio = ours["median_us"] / peer["graph_us"]
-        goals.append({"goal": f"{what}: faster than torch repeat_interleave in a graph ({peer['graph_us']:.1f} us)",
-                      "value": round(ratio, 3), "met": ratio < 1.0})
-    return goals
-
-
-def judge_memory_pool(report, by_name):
-    """The benchmark goals of issue 4: >= 85% of the copy bandwidth at >= 32 MB moved (in both slot
-    orders of the benchmark: scatter:0 page runs, a prefill's; scatter:1 every token shuffled, a
-    decode's), decode-size stores within 1.5x of an empty kernel, and the torch peer (index_put /
-    gather on the same bytes, at shuffled slots) beaten by >= 2x."""
-    goals = []
-    for op in ("store", "gather"):
-        for b in by_name.values():
-            if not b["name"].startswith(f"BM_kv_{op}/") or not b.get("fraction_of_ceiling"):
-                continue
-            if b["bytes"] >= 32e6:
-                tokens, scatter = re.search(r"tokens:(\d+)/scatter:(\d+)", b["name"]).groups()
-                # Of the floors, the lower: the faster copy of the same bytes (contiguous), and the
-                # same bytes between the same slots without the format's arithmetic (BM_kv_*_floor).
-                floors = [f for f in (copy_fraction(fastest_copy(by_name, f"BM_copy_same_bytes_pool/tokens:{tokens}/manual_time"), b),
-                                      copy_fraction(by_name.get(f"BM_kv_{op}_floor/tokens:{tokens}/scatter:{scatter}/manual_time"), b))
-                          if f is not None]
-                goals.append(with_floor({"goal": f"{b['name']}: >= 85% of copy bandwidth ({b['bytes'] / 1e6:.0f} MB)",
-                                         "value": round(b["fraction_of_ceiling"], 4), "met": b["fraction_of_ceiling"] >= 0.85},
-                                        min(floors) if floors else None, lambda v: v >= 0.85))
-    empty = by_name.get("BM_empty_kernel_pool/manual_time")
-    for tokens in (1, 8, 64, 256):
-        store = by_name.get(f"BM_kv_store/tokens:{tokens}/scatter:1/manual_time")
-        ratio, measured = ratio_to_empty(store, empty)
-        if ratio is not None:
-            # Of the floors, the higher ratio: one dependent load and a store, and the store's
-            # bytes moved to the same slots without the format's arithmetic (BM_kv_store_floor).
-            scatter = by_name.get(f"BM_kv_store_floor/tokens:{tokens}/scatter:1/manual_time")
-            floors = [r for r in (time_ratio(by_name.get("BM_dependent_loads_pool/depth:1/manual_time"), empty),
-                                  ratio_to_empty(scatter, empty)[0]) if r is not None]
-            goals.append(with_floor(with_processes({"goal": f"kv store of {tokens} tokens: <= 1.5x an empty kernel",
-                                                    "value": round(ratio, 3), "met": ratio <= 1.5, "ratio_measured": measured},
-                                                   store),
-                                    max(floors) if floors else None, lambda v: v <= 1.5))
-    for peer in report.get("torch_peers_more", {}).get("memory_pool", {}).get("memory_pool", []):
-        for op in ("store", "gather"):
-            ours = by_name.get(f"BM_kv_{op}/tokens:{peer['tokens']}/scatter:1/manual_time")
-            if ours:
-                speedup = peer[f"{op}_us"] / ours["median_us"]
-                goals.append({"goal": f"kv {op} of {peer['tokens']} tokens: >= 2x faster than torch ({peer[f'{op}_us']:.1f} us)",
-                              "value": round(speedup, 2), "met": speedup >= 2})
-    return goals
-
-
-def judge(report):
-    """Every issue's benchmark goals that this report has the numbers for."""
-    by_name = {b["name"]: b for b in report.get("benchmarks", [])}
-    return (judge_filtered_silu_mul(report, by_name) + judge_metadata(report, by_name) +
-            judge_memory_pool(report, by_name))
-
-
 def part_device(part):
     """The card a part ran on: nvidia-smi's name, else dsv4h verify's without its backend's suffix
     (" (nvidia, device 0)"); None where the part names none (verify on the CPU, or a part collected
@@ -363,7 +164,7 @@ def part_device(part):
     return None if name in ("", "cpu") else re.sub(r" \([^()]*, device \d+\)$", "", name)
 
 
-def merge(parts, out, commit):
+def merge(parts, out, commit, components_source=None):
     # A record is one card's: the lent machine is an H100 one call and an H200 the next, and a
     # goal judged on one card's times must not be labelled with the other's name.
     loaded = {path: load(path) for path in parts}
@@ -387,7 +188,20 @@ def merge(parts, out, commit):
                 report[key] = part[key]
     smi = report["context"].get("nvidia_smi") or [{}]
     report["device"] = smi[0].get("name") or report.get("verify", {}).get("device", "unknown")
-    report["goals"] = judge(report)
+    # The goals are the descriptors' of the build that ran (its parts carry them), or those of
+    # --components (another build's dsv4h, to judge an older record anew).
+    listed = [part["components"] for part in loaded.values() if "components" in part]
+    try:
+        components = (dsv4h_components.load(components_source) if components_source
+                      else {c["name"]: c for c in listed[0]["components"]} if listed else None)
+    except ValueError as error:
+        print(f"gpu-report merge: --components: {error}", file=sys.stderr)
+        return 2
+    if components is None:
+        print("gpu-report merge: the parts carry no components (dsv4h list --json) to judge the goals by: "
+              "give --components DSV4H", file=sys.stderr)
+        return 2
+    report["goals"] = goals.judge(report, components)
     with open(out, "w") as f:
         json.dump(report, f, indent=1)
         f.write("\n")
@@ -421,12 +235,14 @@ def main():
     m.add_argument("parts", nargs="+")
     m.add_argument("--out", required=True)
     m.add_argument("--commit", help="the commit the run's binaries were built from (default: HEAD)")
+    m.add_argument("--components", help="a dsv4h executable (or its list --json) whose components' goals judge "
+                                        "the record (default: those the parts carry)")
     args = parser.parse_args()
     if args.command == "collect":
         with open(args.out, "w") as f:
             json.dump(collect(args.work), f, indent=1)
         return 0
-    return merge(args.parts, args.out, args.commit)
+    return merge(args.parts, args.out, args.commit, args.components)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,8 @@ struct Component {
   std::string gpu_tests;
   // The benchmark binary timing it and the --benchmark_filter of its benchmarks and floors.
   std::string bench_binary, bench_filter;
+  // Its benchmark goals with their floors, as data that ci/goals.py judges a record on.
+  nlohmann::json goals;
 
   // Seeded inputs for a case; BadInput on impossible parameters.
   std::function<TensorMap(const Case&)> make_inputs;

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "component.h"
 #include "params.h"
 
@@ -28,6 +30,9 @@ namespace dsv4h {
 
 Mutant make_mutant(const std::string& name, const std::string& sources, const std::string& bug);
 
+// The goals' JSON, checked for the fields every goal needs; a logic_error naming the component.
+nlohmann::json parse_goals(const std::string& component, const std::string& text);
+
 template <typename P>
 struct Descriptor {
   std::string name;
@@ -38,6 +43,7 @@ struct Descriptor {
   std::vector<Mutant> mutants;
   std::string gpu_tests;  // the component's own GPU tests, beside the generic ones (`*<name>*`)
   std::string bench_binary, bench_filter;
+  std::string goals = "[]";  // JSON: the benchmark goals, as ci/goals.py reads them
 
   std::function<TensorMap(const CaseOf<P>&)> make_inputs;
   std::function<void(const CaseOf<P>&, const TensorMap& inputs)> validate_inputs;
@@ -79,6 +85,7 @@ Component erase(Descriptor<P> d) {
   c.gpu_tests = "*" + d.name + "*" + (d.gpu_tests.empty() ? "" : ":" + d.gpu_tests);
   c.bench_binary = d.bench_binary;
   c.bench_filter = d.bench_filter;
+  c.goals = parse_goals(d.name, d.goals);
   const bool batch_is_integer = std::any_of(c.params.begin(), c.params.end(), [&](const ParamSpec& p) {
     return p.name == d.batch_param && p.kind == ParamKind::integer;
   });

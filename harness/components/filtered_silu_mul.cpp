@@ -184,6 +184,26 @@ Component filtered_silu_mul_component() {
   };
   d.gpu_tests = "*FilteredSiluMul*";
   d.bench_binary = "bench_filtered_silu_mul";
+  // Issue 2's goals (ci/goals.py says how each is judged).
+  d.goals = R"json([
+    {"text": "rows={rows} all kept: >= {pct}% of copy bandwidth", "measure": "copy_fraction", "bound": "{need}",
+     "benchmark": "BM_filtered_silu_mul/rows:{rows}/kept_permille:1000/manual_time",
+     "each": [[{"rows": 24576, "need": 0.95, "pct": 95}, {"rows": 196608, "need": 0.95, "pct": 95}, {"rows": 3072, "need": 0.80, "pct": 80}]],
+     "floors": ["BM_copy_same_bytes/rows:{rows}/manual_time"]},
+    {"text": "rows={rows} kept {kept}: <= {need}x the all-kept time", "measure": "time_ratio", "bound": "{need}",
+     "benchmark": "BM_filtered_silu_mul/rows:{rows}/kept_permille:{permille}/manual_time",
+     "over": "BM_filtered_silu_mul/rows:{rows}/kept_permille:1000/manual_time",
+     "each": [[{"rows": 24576}, {"rows": 196608}],
+              [{"permille": 500, "kept": "0.5", "need": 0.53}, {"permille": 125, "kept": "0.125", "need": 0.2}]]},
+    {"text": "rows=6 all kept: <= 1.2x an empty kernel", "measure": "ratio_to_empty", "bound": 1.2,
+     "benchmark": "BM_filtered_silu_mul/rows:6/kept_permille:1000/manual_time", "empty": "BM_empty_kernel/manual_time",
+     "floors": ["BM_dependent_loads/depth:2/manual_time"]},
+    {"text": "rows={rows} kept {kept}: faster than torch {kind}", "measure": "faster_than_peer", "bound": 1.0,
+     "benchmark": "BM_filtered_silu_mul/rows:{rows}/kept_permille:{permille}/manual_time",
+     "peers": "torch_peers.peers", "against": "{kind}_us",
+     "each": [[{"permille": 1000, "kept": "1"}, {"permille": 500, "kept": "0.5"}, {"permille": 125, "kept": "0.125"}],
+              [{"kind": "eager"}, {"kind": "compile"}]]}
+  ])json";
   d.make_inputs = make_inputs;
   d.validate_inputs = validate_inputs;
   d.make_outputs = make_outputs;

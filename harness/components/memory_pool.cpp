@@ -362,6 +362,22 @@ Component memory_pool_component() {
   };
   d.gpu_tests = "*MemoryPool*:*KvPool*:*LatencyFloor.Kv*";
   d.bench_binary = "bench_memory_pool";
+  // Issue 4's goals (ci/goals.py): bandwidth at >= 32 MB moved in both slot orders (scatter:0 page
+  // runs, a prefill's; scatter:1 every token shuffled, a decode's), against the faster copy of the
+  // same bytes and the same bytes moved between the same slots without the format's arithmetic;
+  // decode-size stores against an empty kernel; torch's index_put / gather at shuffled slots.
+  d.goals = R"json([
+    {"text": "{name}: >= 85% of copy bandwidth ({mb:.0f} MB)", "measure": "copy_fraction", "bound": 0.85,
+     "match": "BM_kv_(?P<op>store|gather)/tokens:(?P<tokens>[0-9]+)/scatter:(?P<scatter>[0-9]+)/manual_time", "min_bytes": 32e6,
+     "floors": ["BM_copy_same_bytes_pool/tokens:{tokens}/manual_time", "BM_kv_{op}_floor/tokens:{tokens}/scatter:{scatter}/manual_time"]},
+    {"text": "kv store of {tokens} tokens: <= 1.5x an empty kernel", "measure": "ratio_to_empty", "bound": 1.5,
+     "benchmark": "BM_kv_store/tokens:{tokens}/scatter:1/manual_time", "empty": "BM_empty_kernel_pool/manual_time",
+     "each": [[{"tokens": 1}, {"tokens": 8}, {"tokens": 64}, {"tokens": 256}]],
+     "floors": ["BM_dependent_loads_pool/depth:1/manual_time", "BM_kv_store_floor/tokens:{tokens}/scatter:1/manual_time"]},
+    {"text": "kv {op} of {tokens} tokens: >= 2x faster than torch ({peer:.1f} us)", "measure": "speedup_over_peer", "bound": 2,
+     "peers": "torch_peers_more.memory_pool.memory_pool", "against": "{op}_us",
+     "benchmark": "BM_kv_{op}/tokens:{tokens}/scatter:1/manual_time", "each": [[{"op": "store"}, {"op": "gather"}]]}
+  ])json";
   d.make_inputs = make_inputs;
   d.validate_inputs = validate_inputs;
   d.make_outputs = make_outputs;

@@ -30,6 +30,21 @@ const Registry& registry() {
   return r;
 }
 
+nlohmann::json parse_goals(const std::string& component, const std::string& text) {
+  nlohmann::json goals;
+  try {
+    goals = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::logic_error(component + ": goals are not JSON: " + e.what());
+  }
+  if (!goals.is_array()) throw std::logic_error(component + ": goals must be a JSON array");
+  for (const nlohmann::json& g : goals)
+    if (!g.is_object() || !g.contains("text") || !g.contains("measure") || !g.contains("bound") ||
+        (g.contains("benchmark") == g.contains("match")))
+      throw std::logic_error(component + ": a goal needs text, measure, bound and one of benchmark or match: " + g.dump());
+  return goals;
+}
+
 Mutant make_mutant(const std::string& name, const std::string& sources, const std::string& bug) {
   Mutant m{name, {}, bug};
   std::istringstream words(sources);

@@ -5,9 +5,11 @@ processes of its time, of its numeric counters (a paired ratio too) and of the c
 each process's time and paired ratio; a label is kept; a binary run once (bench-<binary>.json) is
 taken as it is; merge judges a paired ratio goal on the median and lists each process's ratio, and
 gives a bandwidth goal the faster of its two copy floors (by the driver, by the copy kernel); merge
-refuses parts that ran on different cards (nvidia-smi's name, or dsv4h verify's) and names them.
+refuses parts that ran on different cards (nvidia-smi's name, or dsv4h verify's) and names them;
+the goals are the components' that collect found beside the run (components.json), else those of
+--components, and a merge with neither is refused.
 
-usage: check_gpu_report.py
+usage: check_gpu_report.py DSV4H
 """
 import json
 import os
@@ -43,7 +45,10 @@ def main():
         if not ok:
             failures.append(what)
 
+    dsv4h = os.path.abspath(sys.argv[1])
     with tempfile.TemporaryDirectory() as work:
+        with open(os.path.join(work, "components.json"), "w") as f:
+            f.write(subprocess.run([dsv4h, "list", "--json"], stdout=subprocess.PIPE, text=True, check=True).stdout)
         # Three processes: the second runs in the slow mode.
         for i, (us, ratio, ceiling) in enumerate(((2.0, 1.45, 3900.0), (2.3, 1.62, 4000.0), (2.1, 1.48, 3950.0)), 1):
             write(work, f"bench-bench_a.p{i}.json",
@@ -106,10 +111,16 @@ def main():
         same = os.path.join(work, "same.json")
         run = subprocess.run([sys.executable, REPORT, "merge", h200_smi, h200_verify, cpu_verify, "--commit", "0" * 40,
                               "--out", same], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        check("parts that carry no components are refused (exit 2) without --components",
+              run.returncode == 2 and "--components" in run.stdout and not os.path.exists(same))
+        run = subprocess.run([sys.executable, REPORT, "merge", h200_smi, h200_verify, cpu_verify, "--commit", "0" * 40,
+                              "--components", dsv4h, "--out", same], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
         check("parts of one card (named by nvidia-smi, by verify) and a part naming none merge",
               run.returncode == 0 and json.load(open(same))["device"] == "NVIDIA H200")
         mixed = os.path.join(work, "mixed.json")
-        run = subprocess.run([sys.executable, REPORT, "merge", h200_smi, h100_smi, "--commit", "0" * 40, "--out", mixed],
+        run = subprocess.run([sys.executable, REPORT, "merge", h200_smi, h100_smi, "--commit", "0" * 40,
+                              "--components", dsv4h, "--out", mixed],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         check("parts of two cards are refused (exit 2), naming both, and nothing is written",
               run.returncode == 2 and "(NVIDIA H200)" in run.stdout and "(NVIDIA H100 80GB HBM3)" in run.stdout
@@ -119,4 +130,6 @@ def main():
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
     sys.exit(main())
