@@ -5,7 +5,10 @@
                                   run: gtest JSON, dsv4h verify JSON, mutant verdicts, sanitizer
                                   exits, Google Benchmark JSON, torch peers, device clocks.
   merge PART.json... --out FILE   (here) joins the parts of a session's runs, adds the commit and
-                                  the date, judges the benchmark goals, and prints a table.
+                                  the date, judges the benchmark goals, and prints a table; exits 1
+                                  (the record still written) on a failed test or verify case, a
+                                  mutant not caught or a sanitizer finding, naming each, 2 on bad
+                                  input.
 """
 import argparse
 import csv
@@ -222,7 +225,20 @@ def merge(parts, out, commit, components_source=None):
         floor = f"  (floor {g['floor']}{'' if g['floor_meets_goal'] else ', itself misses'})" if "floor" in g else ""
         processes = f"  (processes {' '.join(str(v) for v in g['value_by_process'])})" if "value_by_process" in g else ""
         print(f"{'met ' if g['met'] else 'MISS'}  {g['goal']:<58} {g['value']}{floor}{processes}")
-    return 0
+    failures = failures_of(report)
+    for f in failures:
+        print("FAILED: " + f)
+    return 1 if failures else 0
+
+
+def failures_of(report):
+    """What makes a record a failing run: a failed test or verify case, a mutant not caught (also one
+    whose run was killed), a sanitizer finding. Missed benchmark goals are findings, not failures."""
+    failures = [f"test {t['name']} ({t['binary']})" for t in report["tests"] if t["status"] == "fail"]
+    failures += [f"dsv4h verify: {c['case']}" for c in report.get("verify", {}).get("cases", []) if c["status"] != "pass"]
+    failures += [f"mutant {m['mutant']}: {m.get('status', 'survived')}" for m in report["mutants"] if not m["caught"]]
+    failures += [f"compute-sanitizer {s['tool']} {s['binary']}: exit {s['exit']}" for s in report["sanitizer"] if s["exit"] != 0]
+    return failures
 
 
 def main():

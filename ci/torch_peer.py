@@ -12,7 +12,6 @@ import argparse
 import json
 import statistics
 
-import torch
 
 INTER, POOL_ROWS, LIMIT = 2048, 196608, 10.0
 
@@ -64,6 +63,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
+    global torch
+    import torch  # after the arguments: --help works without torch
+
     torch.manual_seed(0)
     pool = (torch.randn(POOL_ROWS, 2 * INTER, device="cuda") * 6).to(torch.bfloat16)
     compiled = torch.compile(swiglu, dynamic=False)

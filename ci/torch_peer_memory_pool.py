@@ -17,7 +17,6 @@ import argparse
 import json
 import statistics
 
-import torch
 
 MAX_TOKENS, PAGE = 1 << 20, 256
 PAGES = MAX_TOKENS // PAGE + 1  # page 0 is the sink
@@ -80,6 +79,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
+    global torch
+    import torch  # after the arguments: --help works without torch
+
     torch.manual_seed(0)
     pool = Pool()
     peers = []

@@ -18,7 +18,6 @@ import argparse
 import json
 import statistics
 
-import torch
 
 K = 32
 INDEX_TOPK = 512
@@ -105,6 +104,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
+    global torch
+    import torch  # after the arguments: --help works without torch
+
     torch.manual_seed(0)
     updates, expansions = [], []
     for bs in (1, 8, 64, 256):

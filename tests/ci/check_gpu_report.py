@@ -94,6 +94,20 @@ def main():
         goal = goals.get("rows=3072 all kept: >= 80% of copy bandwidth", {})
         check("a bandwidth goal's floor is the faster copy", goal.get("value") == 0.6667 and goal.get("floor") == 0.8333
               and goal.get("floor_meets_goal"))
+        # A failing run's record is written, and merge exits 1 naming every failure.
+        failing = os.path.join(work, "failing.json")
+        with open(failing, "w") as f:
+            json.dump({"tests": [{"binary": "test_gpu", "name": "Suite.Broken", "component": "x", "status": "fail"}],
+                       "mutants": [{"mutant": "clamp_missing", "caught": False, "status": "survived"}],
+                       "sanitizer": [{"tool": "racecheck", "binary": "test_gpu", "exit": 3}],
+                       "verify": {"device": "cpu", "passed": 0, "failed": 1, "graph_replay": [],
+                                  "cases": [{"case": "c(seed=1)", "source": "generated", "status": "fail"}]}}, f)
+        failed_record = os.path.join(work, "failed-record.json")
+        run = subprocess.run([sys.executable, REPORT, "merge", failing, "--commit", "0" * 40, "--components", dsv4h,
+                              "--out", failed_record], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        check("a failing run's merge exits 1, names each failure and still writes the record",
+              run.returncode == 1 and os.path.exists(failed_record) and all(
+                  name in run.stdout for name in ("Suite.Broken", "mutant clamp_missing", "racecheck", "c(seed=1)")))
         # The same card named by nvidia-smi in one part and by dsv4h verify in another merges, and so
         # does a part naming no card (verify on the CPU); a part of another card is refused, exit 2,
         # naming both cards.
