@@ -17,6 +17,7 @@ int cmd_list(const std::vector<std::string>& argv);
 int cmd_verify(const std::vector<std::string>& argv);
 int cmd_run(const std::vector<std::string>& argv);
 int cmd_report(const std::vector<std::string>& argv);
+int cmd_fuzz(const std::vector<std::string>& argv);
 
 // --backend cpu|gpu|auto: the GPU backend to use, or null for the reference alone. `note` says why
 // the GPU is not used when it is not. A forced gpu that cannot be opened is a UsageError.

@@ -21,6 +21,8 @@ commands:
             batch size, golden fixtures; on a machine without a GPU, the references against the
             golden fixtures, saying that the GPU checks were skipped
   run       run one case on the reference and, where present, the GPU; dump inputs and outputs
+  fuzz      random cases of every component with boundary-weighted batch sizes, for a time or a
+            count; a failure shrunk and saved as a regression fixture
   report    nightly benchmark reports: compare two runs, HTML and markdown over the history
 
 exit codes: 0 all passed, 1 a mismatch or failure, 2 bad usage or bad input
@@ -46,7 +48,8 @@ int main(int argc, char** argv) {
     if (command == "verify") return cmd_verify(args);
     if (command == "run") return cmd_run(args);
     if (command == "report") return cmd_report(args);
-    throw UsageError("unknown command \"" + command + "\" (commands: list, verify, run, report)");
+    if (command == "fuzz") return cmd_fuzz(args);
+    throw UsageError("unknown command \"" + command + "\" (commands: list, verify, run, fuzz, report)");
   } catch (const UsageError& e) {
     std::fprintf(stderr, "dsv4h %s: %s\n", command.c_str(), e.what());
     return kBadUsage;

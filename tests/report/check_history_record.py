@@ -35,8 +35,11 @@ def main():
         json.dump({"peers": [], "bf16_matmul_TFLOPs": 712.5}, open(work + "/torch.json", "w"))
         json.dump({"cases": [{"case": "filtered_silu_mul(rows=1)", "checks": [{"budget_used": 0.25}, {"budget_used": 0.5}]}]},
                   open(work + "/verify.json", "w"))
+        json.dump({"schema_version": 1, "components": [{"component": "mtp_expand", "cases": 412, "replays": 300, "refused": 0,
+                                                        "seconds": 60.1, "failures": []}]}, open(work + "/fuzz.json", "w"))
         record = [os.path.join(ROOT, "ci/history-record"), "--bench", work + "/bench.json", "--smi", work + "/device.csv",
-                  "--torch", work + "/torch.json", "--verify", work + "/verify.json", "--commit", "9d259db0123456789",
+                  "--torch", work + "/torch.json", "--verify", work + "/verify.json", "--fuzz", work + "/fuzz.json",
+                  "--commit", "9d259db0123456789",
                   "--date", "2026-12-02", "--out-dir", work + "/history"]
         out = subprocess.run(record, check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
         if out != work + "/history/2026-12-02-9d259db.json":
@@ -46,7 +49,9 @@ def main():
                     "device": {"name": "NVIDIA H200", "driver": "580.159.04",
                                "clocks": {"clocks.current.sm [MHz]": "405 MHz", "clocks.max.sm [MHz]": "1980 MHz"}},
                     "ceilings": {"copy_GBps": 4165.8, "bf16_matmul_TFLOPs": 712.5},
-                    "accuracy": [{"case": "filtered_silu_mul(rows=1)", "budget_used": 0.5}]}
+                    "accuracy": [{"case": "filtered_silu_mul(rows=1)", "budget_used": 0.5}],
+                    "fuzz": [{"component": "mtp_expand", "cases": 412, "replays": 300, "refused": 0, "seconds": 60.1,
+                              "failures": 0}]}
         for field, value in expected.items():
             if doc.get(field) != value:
                 fail("field %s: %r, expected %r" % (field, doc.get(field), value))
