@@ -113,6 +113,12 @@ void write_json_file(const std::string& path, const nlohmann::json& document) {
 std::string fixtures_dir() {
   if (const char* env = std::getenv("DSV4H_FIXTURES")) return env;
   if (std::filesystem::is_directory("fixtures/filtered_silu_mul")) return "fixtures";
+  // An installed dsv4h (or test binary): PREFIX/bin or PREFIX/libexec/dsv4h, fixtures in PREFIX/share.
+  std::error_code error;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error)
+    for (const std::filesystem::path& up : {exe.parent_path().parent_path(), exe.parent_path().parent_path().parent_path()})
+      if (std::filesystem::is_directory(up / "share/dsv4h/fixtures")) return (up / "share/dsv4h/fixtures").string();
   return DSV4H_SOURCE_DIR "/fixtures";
 }
 

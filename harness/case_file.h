@@ -39,7 +39,8 @@ std::vector<std::string> json_files_in(const std::string& dir);
 
 void write_json_file(const std::string& path, const nlohmann::json& document);
 
-// Where fixtures live: $DSV4H_FIXTURES, else ./fixtures if it exists, else the source tree's.
+// Where fixtures live: $DSV4H_FIXTURES, else ./fixtures if it exists, else beside an installed
+// executable (PREFIX/share/dsv4h/fixtures), else the source tree's.
 std::string fixtures_dir();
 
 }  // namespace dsv4h

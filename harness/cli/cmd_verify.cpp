@@ -104,7 +104,8 @@ int cmd_verify(const std::vector<std::string>& argv) {
   if (plans.empty() && !(gpu && !args.has("--no-replay")))
     throw UsageError("nothing to verify: no case matches --filter \"" + args.get("--filter", ".*") + "\" among " +
                      (gpu ? "the verify cases and " : "") + "the fixtures in " + fixtures);
-  std::fprintf(stderr, "dsv4h verify: %zu cases on %s\n", plans.size(), gpu ? gpu->device_name().c_str() : "the CPU reference");
+  std::fprintf(stderr, "dsv4h verify: %zu cases on %s (fixtures: %s)\n", plans.size(),
+               gpu ? gpu->device_name().c_str() : "the CPU reference", fixtures.c_str());
   if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
   nlohmann::json results = nlohmann::json::array();
   int failed = 0;

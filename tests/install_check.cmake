@@ -1,0 +1,13 @@
+# Installs BUILD into PREFIX and runs the installed dsv4h verify --backend cpu from PREFIX (no
+# fixtures folder there or above it): it must find the installed fixtures and pass them.
+file(REMOVE_RECURSE "${PREFIX}")
+execute_process(COMMAND ${CMAKE_COMMAND} --install "${BUILD}" --prefix "${PREFIX}" RESULT_VARIABLE code OUTPUT_QUIET)
+if(NOT code EQUAL 0)
+  message(FATAL_ERROR "cmake --install exited ${code}")
+endif()
+execute_process(COMMAND "${PREFIX}/bin/dsv4h" verify --backend cpu WORKING_DIRECTORY "${PREFIX}"
+                RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT code EQUAL 0 OR NOT out MATCHES "[1-9][0-9]* passed, 0 failed" OR NOT err MATCHES "share/dsv4h/fixtures")
+  message(FATAL_ERROR "installed dsv4h verify: exit ${code}\n${out}\n${err}")
+endif()
+message("${out}")
