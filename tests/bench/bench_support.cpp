@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "harness/report/stats.h"
+#include "perf/stats.h"
 #include "kernels/copy_floor.h"
 #include "kernels/empty_kernel.h"
 #include "kernels/latency_floor.h"
@@ -133,7 +133,7 @@ int run_benchmarks(int argc, char** argv, const std::function<void()>& before_ru
     return 77;
   }
   check_stream_hold();
-  // Read by the nightly history (harness/report/history.h): nights timed differently are not compared.
+  // Read by the nightly history (perf/history.h): nights timed differently are not compared.
   benchmark::AddCustomContext("timing", "device");
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
