@@ -25,7 +25,7 @@ SUITE_COMPONENT = {"FilteredSiluMul": "filtered_silu_mul", "AttnMetadata": "attn
                    "KvCache": "memory_pool", "GraphCaptureGuard": "harness/graph_replay",
                    "Bf16": "harness/dtype", "Fp8E4m3": "harness/dtype", "Compare": "harness/compare",
                    "Tolerance": "harness/tolerance", "CaseSpec": "harness/case_spec", "CaseFileTest": "harness/case_file",
-                   "LatencyFloor": "bench/latency_floor"}
+                   "LatencyFloor": "bench/latency_floor", "RegressionGpu": "fixtures/regressions"}
 
 
 # Google Benchmark's own fields of a run; every other key is one of the benchmark's counters.
