@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """The layers include only downwards: reference/ nothing from harness/ or kernels/ (a reference
-shares no code with what it checks), kernels/ nothing from reference/ or harness/. Prints every
-offending include and exits 1."""
+shares no code with what it checks), kernels/ nothing from reference/ or harness/ (nor the
+benchmarks' floors), perf/ (beside the verification core) nothing from the references or kernels.
+Prints every offending include and exits 1."""
 import os
 import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FORBIDDEN = {"reference": {"harness", "kernels"}, "kernels": {"reference", "harness"}}
+FORBIDDEN = {"reference": {"harness", "kernels", "perf", "tests"}, "kernels": {"reference", "harness", "perf", "tests"},
+             "perf": {"reference", "kernels", "tests"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 
 
