@@ -1,10 +1,8 @@
 #include "case_file.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include "component.h"
 #include "errors.h"
@@ -12,17 +10,6 @@
 #include "tensor_json.h"
 
 namespace dsv4h {
-
-nlohmann::json read_json_file(const std::string& path) {
-  if (std::filesystem::is_directory(path)) throw BadInput(path + ": a directory, not a JSON file");
-  std::ifstream in(path);
-  if (!in) throw BadInput(path + ": cannot open");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number beyond double's range
-    throw BadInput(path + ": not valid JSON: " + e.what());
-  }
-}
 
 CaseFile load_case_file(const std::string& path) {
   const nlohmann::json j = read_json_file(path);
@@ -90,24 +77,6 @@ nlohmann::json case_document(const Case& c, const TensorMap& inputs,
   for (const auto& [backend, tensors] : outputs_by_backend) outputs[backend] = tensors_to_json(tensors);
   return {{"component", c.component()}, {"case", c.str()}, {"seed", c.seed()},
           {"inputs", tensors_to_json(inputs)}, {"outputs", outputs}};
-}
-
-std::vector<std::string> json_files_in(const std::string& dir) {
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
-    if (entry.is_regular_file() && entry.path().extension() == ".json") files.push_back(entry.path().string());
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
-void write_json_file(const std::string& path, const nlohmann::json& document) {
-  const std::filesystem::path p(path);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  std::ofstream out(path);
-  out << document.dump(1) << "\n";
-  out.close();  // a full disk shows only when the buffer is flushed
-  if (out.fail()) throw std::runtime_error("cannot write " + path);
 }
 
 std::string fixtures_dir() {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "case_spec.h"
+#include "json_file.h"
 #include "tensor.h"
 
 namespace dsv4h {
@@ -28,16 +29,8 @@ struct CaseFile {
 // BadInput naming the file and the field for every problem.
 CaseFile load_case_file(const std::string& path);
 
-// The parsed document; BadInput naming the file when it cannot be read or parsed.
-nlohmann::json read_json_file(const std::string& path);
-
 nlohmann::json case_document(const Case& c, const TensorMap& inputs,
                              const std::map<std::string, TensorMap>& outputs_by_backend);
-
-// Every *.json in `dir`, sorted; an absent directory has none.
-std::vector<std::string> json_files_in(const std::string& dir);
-
-void write_json_file(const std::string& path, const nlohmann::json& document);
 
 // Where fixtures live: $DSV4H_FIXTURES, else ./fixtures if it exists, else beside an installed
 // executable (PREFIX/share/dsv4h/fixtures), else the source tree's.

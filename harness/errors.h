@@ -1,16 +1,5 @@
-// Bad input (a malformed case, fixture or tensor; an impossible shape; an out-of-range index) is
-// its own exception type so that every front end can tell it from a mismatch or a harness bug:
-// dsv4h exits 2 on it, tests expect it by type.
+// The harness's error types: BadInput is the references' (reference/errors.h), so that a bad
+// input found by a reference and one found by the harness are caught alike.
 #pragma once
 
-#include <stdexcept>
-#include <string>
-
-namespace dsv4h {
-
-class BadInput : public std::invalid_argument {
- public:
-  explicit BadInput(const std::string& what) : std::invalid_argument(what) {}
-};
-
-}  // namespace dsv4h
+#include "reference/errors.h"

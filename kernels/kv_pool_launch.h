@@ -1,6 +1,6 @@
 // What the pool kernels' launch wrappers share: argument checks, the store's grid rule (which its
-// bandwidth floor follows, kv_pool_floor.hip), and the SWA-only translation the pool_cached_loc
-// mutant runs inside a layer's store (kv_pool_translate.hip).
+// bandwidth floor follows, tests/bench/floors/kv_pool_floor.hip), and the SWA-only translation the
+// pool_cached_loc mutant runs inside a layer's store (kv_pool_translate.hip).
 #pragma once
 
 #include <stdexcept>

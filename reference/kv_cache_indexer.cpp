@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "harness/dtype.h"
+#include "narrow_float.h"
 
 namespace dsv4h::reference {
 

@@ -1,6 +1,6 @@
 #include "kv_pool.h"
 
-#include "harness/errors.h"
+#include "errors.h"
 #include "kv_cache_indexer.h"
 #include "kv_cache_model1.h"
 

@@ -18,7 +18,7 @@
 #include <set>
 #include <vector>
 
-#include "harness/errors.h"
+#include "errors.h"
 
 namespace dsv4h::reference {
 

@@ -2,13 +2,13 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "../case_file.h"
 #include "../errors.h"
-#include "../report/compare.h"
-#include "../report/html.h"
-#include "../report/markdown.h"
+#include "../json_file.h"
 #include "args.h"
 #include "commands.h"
+#include "perf/compare.h"
+#include "perf/html.h"
+#include "perf/markdown.h"
 
 namespace dsv4h::cli {
 

@@ -20,10 +20,11 @@ const char* kHelp = R"(usage: dsv4h verify [--component NAME] [--backend cpu|gpu
 Verifies every registered component (or --component NAME):
   - golden fixtures (fixtures/NAME/*.json, outputs worked out independently of the reference):
     the reference, and the GPU where present, against the stored outputs;
+  - the regression fixtures (fixtures/regressions/, shrunk counterexamples): on a GPU against the
+    reference, without one the reference alone (against stored outputs where a file has them);
   - on a GPU: every verify case (dsv4h list) for seeds 1..N against the reference, each run twice
-    under two poisons; the regression fixtures (fixtures/regressions/); graph capture at the
-    bucket sizes and replay at every batch size 1..max-batch.
-Without a GPU only the first runs, and verify says that the GPU checks were skipped.
+    under two poisons; graph capture at the bucket sizes and replay at every batch size 1..max-batch.
+Without a GPU only the first two run, and verify says that the GPU checks were skipped.
 
   --seeds N      seeds per verify case (default 3)
   --filter RE    only cases whose canonical string matches the regular expression
@@ -88,11 +89,13 @@ int cmd_verify(const std::vector<std::string>& argv) {
         throw BadInput(path + ": a case of " + f.test_case.component() + " among the fixtures of " + component->name);
       plans.push_back({component, f.test_case, f.inputs, f.expected, path});
     }
-    if (!gpu) continue;
+    // On the CPU a regression runs the reference alone (against its stored outputs where it has
+    // them): a counterexample that no longer parses, or names no registered component, fails here.
     for (const std::string& path : json_files_in(fixtures + "/regressions")) {
       CaseFile f = load_case_file(path);
       if (f.test_case.component() == component->name) plans.push_back({component, f.test_case, f.inputs, f.expected, path});
     }
+    if (!gpu) continue;
     for (const std::string& text : component->verify_cases)
       for (long long s = 1; s <= seeds; ++s) plans.push_back({component, parse_case(text, s), {}, {}, "generated"});
   }

@@ -1,20 +1,54 @@
+#include <stdexcept>
+#include <string>
+
 #include "../../kernels/kv_pool.h"
-#include "../../reference/kv_pool.h"
 #include "../components/memory_pool.h"
 #include "launchers.h"
 
 namespace dsv4h {
 namespace {
 
-using reference::PoolKind;
+// The pools' device layout as this binding reads it in the spec (4.1, 5.1, 5.2), stated here and
+// not taken from the reference's layout functions: a layout bug on either side then shows as a
+// mismatch (or as pool tensors of another size, refused below) instead of on both sides alike.
+constexpr int64_t kModel1EntryBytes = 584;     // 448 fp8 + 64 bf16 rope (576 B), then 7 scales + 1 pad
+constexpr int64_t kModel1SectionBytes = 576;   // a MODEL1 page is padded to a multiple of this
+constexpr int64_t kIndexerEntryBytes = 132;    // 128 fp8, then one fp32 scale
+constexpr int64_t kFullPageTokens = 256;       // a full-cache page; c4 and c128 pages compress it
 
-KvPoolBuffer pool_buffer(DeviceTensorMap& outputs, const char* name, PoolKind kind, const MemoryPoolSizes& s) {
+enum class Pool { swa, c4, c128, indexer };
+
+// Layer L's compress ratio in the tiny model's pattern (spec 1.3): 0 for layer 0, then 4, 128, 4, ...
+int compress_ratio(int layer) { return layer == 0 ? 0 : layer % 2 == 1 ? 4 : 128; }
+
+// Every layer has a buffer in swa; ratio-4 layers (1, 3, ...) in c4 and indexer, ratio-128 layers
+// (2, 4, ...) in c128, each pool's buffers in layer order.
+int pool_buffers(Pool pool, int64_t layers) {
+  switch (pool) {
+    case Pool::swa: return static_cast<int>(layers);
+    case Pool::c4: case Pool::indexer: return static_cast<int>(layers / 2);
+    case Pool::c128: return static_cast<int>((layers - 1) / 2);
+  }
+  return 0;
+}
+
+KvPoolBuffer pool_buffer(DeviceTensorMap& outputs, const char* name, Pool pool, const MemoryPoolSizes& s) {
   KvPoolBuffer b;
   b.base = outputs.data<uint8_t>(name);
-  b.layers = reference::pool_layers(kind, static_cast<int>(s.layers));
-  b.pages = kind == PoolKind::swa ? s.swa_pages : s.full_pages;
-  b.tokens_per_page = reference::pool_tokens_per_page(kind, s.swa_page);
-  b.page_bytes = reference::pool_page_bytes(kind, s.swa_page);
+  b.layers = pool_buffers(pool, s.layers);
+  b.pages = pool == Pool::swa ? s.swa_pages : s.full_pages;
+  b.tokens_per_page = pool == Pool::swa ? s.swa_page : pool == Pool::c128 ? kFullPageTokens / 128 : kFullPageTokens / 4;
+  if (pool == Pool::indexer) {
+    b.page_bytes = b.tokens_per_page * kIndexerEntryBytes;
+  } else {
+    const int64_t sections = (b.tokens_per_page * kModel1EntryBytes + kModel1SectionBytes - 1) / kModel1SectionBytes;
+    b.page_bytes = sections * kModel1SectionBytes;
+  }
+  const size_t allocated = outputs.at(name).buffer.bytes();
+  if (allocated != static_cast<size_t>(b.layers * b.layer_bytes()))
+    throw std::logic_error(std::string("memory_pool binding: ") + name + " holds " + std::to_string(allocated) +
+                           " bytes, its layout " + std::to_string(b.layers * b.layer_bytes()) +
+                           ": the descriptor and the binding disagree on the pool's layout");
   return b;
 }
 
@@ -23,10 +57,10 @@ KvPoolBuffer pool_buffer(DeviceTensorMap& outputs, const char* name, PoolKind ki
 KvPoolSet memory_pool_device_pools(const Case& c, DeviceTensorMap& outputs, int32_t* translation_cache) {
   const MemoryPoolSizes s = memory_pool_sizes(c);
   KvPoolSet pools;
-  pools.swa = pool_buffer(outputs, "swa_pool", PoolKind::swa, s);
-  pools.c4 = pool_buffer(outputs, "c4_pool", PoolKind::c4, s);
-  pools.c128 = pool_buffer(outputs, "c128_pool", PoolKind::c128, s);
-  pools.indexer = pool_buffer(outputs, "indexer_pool", PoolKind::indexer, s);
+  pools.swa = pool_buffer(outputs, "swa_pool", Pool::swa, s);
+  pools.c4 = pool_buffer(outputs, "c4_pool", Pool::c4, s);
+  pools.c128 = pool_buffer(outputs, "c128_pool", Pool::c128, s);
+  pools.indexer = pool_buffer(outputs, "indexer_pool", Pool::indexer, s);
   pools.translation_cache = translation_cache;
   return pools;
 }
@@ -35,10 +69,10 @@ KvLayerStore memory_pool_layer(const Case& c, const DeviceTensorMap& inputs, int
   const MemoryPoolSizes s = memory_pool_sizes(c);
   KvLayerStore l;
   l.layer_id = layer;
-  l.ratio = reference::layer_compress_ratio(layer);
-  l.swa_layer = reference::pool_local_layer(PoolKind::swa, layer);
-  l.compressed_layer = l.ratio == 0 ? 0 : reference::pool_local_layer(l.ratio == 4 ? PoolKind::c4 : PoolKind::c128, layer);
-  l.indexer_layer = l.ratio == 4 ? reference::pool_local_layer(PoolKind::indexer, layer) : 0;
+  l.ratio = compress_ratio(layer);
+  l.swa_layer = layer;
+  l.compressed_layer = l.ratio == 4 ? layer / 2 : l.ratio == 128 ? layer / 2 - 1 : 0;
+  l.indexer_layer = l.ratio == 4 ? layer / 2 : 0;
   l.kv = inputs.data<const uint16_t>("kv") + layer * s.tokens * 512;
   l.compressed_kv = inputs.data<const uint16_t>("compressed_kv") + layer * s.tokens * 512;
   l.index_k = inputs.data<const uint16_t>("index_k") + layer * s.tokens * 128;

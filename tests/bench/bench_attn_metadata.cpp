@@ -30,7 +30,7 @@
 #include "harness/component.h"
 #include "harness/gpu/device_tensor.h"
 #include "harness/gpu/launchers.h"
-#include "kernels/empty_kernel.h"
+#include "tests/bench/floors/empty_kernel.h"
 
 namespace dsv4h {
 namespace {

@@ -28,8 +28,8 @@
 #include "harness/gpu/device_tensor.h"
 #include "harness/random.h"
 #include "kernels/kv_pool.h"
-#include "kernels/kv_pool_floor.h"
 #include "reference/kv_cache_model1.h"
+#include "tests/bench/floors/kv_pool_floor.h"
 
 namespace dsv4h {
 namespace {

@@ -10,10 +10,10 @@
 #include <thread>
 #include <vector>
 
-#include "harness/report/stats.h"
-#include "kernels/copy_floor.h"
-#include "kernels/empty_kernel.h"
-#include "kernels/latency_floor.h"
+#include "perf/stats.h"
+#include "tests/bench/floors/copy_floor.h"
+#include "tests/bench/floors/empty_kernel.h"
+#include "tests/bench/floors/latency_floor.h"
 
 namespace dsv4h {
 
@@ -100,7 +100,7 @@ void time_device_copy(benchmark::State& state, hipStream_t stream, void* dst, co
 namespace {
 // Work queued behind a hold must wait for the release, or every timing would measure the host.
 // Checked before anything is timed. The kernel queued here is launched once first (see
-// kernels/stream_hold.h on kernels new to the process).
+// floors/stream_hold.h on kernels new to the process).
 void check_stream_hold() {
   hipStream_t stream = nullptr;
   hipEvent_t done = nullptr;
@@ -133,7 +133,7 @@ int run_benchmarks(int argc, char** argv, const std::function<void()>& before_ru
     return 77;
   }
   check_stream_hold();
-  // Read by the nightly history (harness/report/history.h): nights timed differently are not compared.
+  // Read by the nightly history (perf/history.h): nights timed differently are not compared.
   benchmark::AddCustomContext("timing", "device");
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;

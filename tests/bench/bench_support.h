@@ -11,9 +11,9 @@
 #include <benchmark/benchmark.h>
 
 #include "harness/gpu/device_tensor.h"
-#include "kernels/empty_kernel.h"
 #include "kernels/portability.h"
-#include "kernels/stream_hold.h"
+#include "tests/bench/floors/empty_kernel.h"
+#include "tests/bench/floors/stream_hold.h"
 
 namespace dsv4h {
 
@@ -62,7 +62,7 @@ class PairedRatio {
 };
 
 // The timing every benchmark shares: `launch(set)` for each of `sets` input sets once, untimed
-// (a kernel's first launch must not wait behind the hold: kernels/stream_hold.h), then per sample
+// (a kernel's first launch must not wait behind the hold: floors/stream_hold.h), then per sample
 // `launches` calls back to back over the sets in turn, the mean device time per call reported.
 // With `paired_with_empty`, each sample is followed by one of as many empty kernels (PairedRatio).
 template <typename Launch>
@@ -96,7 +96,7 @@ double measure_copy_ceiling(void* dst, const void* src, size_t bytes, hipStream_
 // sample on `stream`, reported as the mean device time per launch.
 void time_empty_kernel(benchmark::State& state, hipStream_t stream, int64_t launches);
 
-// The device data of kernels/latency_floor.h's dependent loads: the chain and its output.
+// The device data of floors/latency_floor.h's dependent loads: the chain and its output.
 struct LoadChain {
   LoadChain();
   void launch(int depth, hipStream_t stream) const;
@@ -109,7 +109,7 @@ struct LoadChain {
 void time_dependent_loads(benchmark::State& state, hipStream_t stream, int64_t launches, int depth);
 
 // Who moves a copy floor's bytes: the driver's device-to-device copy, or a plain copy kernel
-// (kernels/copy_floor.h). Neither is the faster at every size, so a goal's floor is the faster.
+// (floors/copy_floor.h). Neither is the faster at every size, so a goal's floor is the faster.
 enum class CopyBy { kDriver, kKernel };
 
 // Enqueues a copy of `bytes` by `by`.

@@ -12,7 +12,7 @@
 
 #include <unistd.h>
 
-#include "harness/case_file.h"
+#include "harness/json_file.h"
 
 namespace dsv4h::report::testing {
 

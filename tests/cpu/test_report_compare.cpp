@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "harness/errors.h"
-#include "harness/report/compare.h"
+#include "perf/compare.h"
 #include "report_synthetic.h"
 
 namespace dsv4h::report {

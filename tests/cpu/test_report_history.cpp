@@ -7,9 +7,9 @@
 #include <random>
 
 #include "harness/errors.h"
-#include "harness/report/html.h"
-#include "harness/report/markdown.h"
-#include "harness/report/summary.h"
+#include "perf/html.h"
+#include "perf/markdown.h"
+#include "perf/summary.h"
 #include "report_synthetic.h"
 
 namespace dsv4h::report {

@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "harness/report/stats.h"
+#include "perf/stats.h"
 #include "report_synthetic.h"
 
 namespace dsv4h::report {

@@ -1,6 +1,7 @@
-// filtered_silu_mul on the GPU against the reference: every verify case for three seeds, the
-// golden fixtures (exactly representable inputs, outputs worked out independently), and every
-// shrunk counterexample kept under fixtures/regressions/. Each run poisons its outputs twice.
+// filtered_silu_mul on the GPU against the reference: every verify case for three seeds and the
+// golden fixtures (exactly representable inputs, outputs worked out independently). Each run
+// poisons its outputs twice. Its shrunk counterexamples run with every component's
+// (test_regressions_gpu.cpp).
 #include <gtest/gtest.h>
 
 #include "gpu_env.h"
@@ -33,33 +34,21 @@ TEST_P(FilteredSiluMulGpu, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(VerifyCases, FilteredSiluMulGpu, ::testing::ValuesIn(verify_cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.test_name(); });
 
-void run_fixtures(GpuBackend* gpu, const std::string& dir, bool require_expected) {
+// The golden outputs are the checks that do not rest on the reference: a wrong fixtures folder
+// must fail them, not skip them.
+TEST(FilteredSiluMulGpuFixtures, GoldenOutputs) {
+  DSV4H_GPU_OR_SKIP(gpu);
   int ran = 0;
-  for (const std::string& path : json_files_in(dir)) {
+  for (const std::string& path : json_files_in(fixtures_dir() + "/filtered_silu_mul")) {
     const CaseFile f = load_case_file(path);
-    if (f.test_case.component() != component().name) continue;
-    if (require_expected) {
-      ASSERT_TRUE(f.expected.has_value()) << path;
-    }
+    ASSERT_EQ(f.test_case.component(), component().name) << path;
+    ASSERT_TRUE(f.expected.has_value()) << path;
     std::printf("fixture %s: %s\n", path.c_str(), f.test_case.str().c_str());
     const CaseRun run = run_case(component(), f.test_case, gpu, f.inputs, f.expected, path);
     EXPECT_TRUE(run.result.passed()) << run.result.report();
     ++ran;
   }
-  // The golden outputs are the checks that do not rest on the reference: a wrong fixtures folder
-  // must fail them, not skip them. Regressions come and go.
-  if (require_expected) EXPECT_GE(ran, 3) << "golden fixtures of " << component().name << " under " << dir;
-  else if (ran == 0) GTEST_SKIP() << "no fixtures of " << component().name << " under " << dir;
-}
-
-TEST(FilteredSiluMulGpuFixtures, GoldenOutputs) {
-  DSV4H_GPU_OR_SKIP(gpu);
-  run_fixtures(gpu, fixtures_dir() + "/filtered_silu_mul", true);
-}
-
-TEST(FilteredSiluMulGpuFixtures, Regressions) {
-  DSV4H_GPU_OR_SKIP(gpu);
-  run_fixtures(gpu, fixtures_dir() + "/regressions", false);
+  EXPECT_GE(ran, 3) << "golden fixtures of " << component().name << " under " << fixtures_dir();
 }
 
 }  // namespace

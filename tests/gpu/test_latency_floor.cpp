@@ -12,9 +12,9 @@
 #include "gpu_env.h"
 #include "harness/gpu/device_tensor.h"
 #include "harness/random.h"
-#include "kernels/copy_floor.h"
-#include "kernels/kv_pool_floor.h"
-#include "kernels/latency_floor.h"
+#include "tests/bench/floors/copy_floor.h"
+#include "tests/bench/floors/kv_pool_floor.h"
+#include "tests/bench/floors/latency_floor.h"
 
 namespace dsv4h {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "kv_pool_fp8.h"
-#include "kv_pool_launch.h"
+#include "kernels/kv_pool_fp8.h"
+#include "kernels/kv_pool_launch.h"
 
 namespace dsv4h {
 namespace {

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <limits>
 
-#include "../case_file.h"
-#include "../errors.h"
+#include "harness/errors.h"
+#include "harness/json_file.h"
 
 namespace dsv4h::report {
 

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "kv_pool.h"
+#include "kernels/kv_pool.h"
 
 namespace dsv4h {
 

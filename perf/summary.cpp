@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "../errors.h"
+#include "harness/errors.h"
 
 namespace dsv4h::report {
 

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "portability.h"
+#include "kernels/portability.h"
 
 namespace dsv4h {
 inline constexpr int kChainEntries = 32;  // one per thread of the one-warp launch

@@ -4,7 +4,7 @@
 // the H200's machine, longer than the device needs for it).
 #pragma once
 
-#include "portability.h"
+#include "kernels/portability.h"
 
 namespace dsv4h {
 

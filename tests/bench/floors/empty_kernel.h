@@ -1,7 +1,7 @@
 // A kernel that does nothing: the floor against which decode-size launches are timed.
 #pragma once
 
-#include "portability.h"
+#include "kernels/portability.h"
 
 namespace dsv4h {
 void launch_empty_kernel(hipStream_t stream);

@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "portability.h"
+#include "kernels/portability.h"
 
 namespace dsv4h {
 // Copies `bytes` from `src` to `dst` (both 16-byte aligned; the ranges must not overlap) in one
