@@ -112,8 +112,10 @@ void compare_topk_sets(const HostTensor& expected, Poison expected_poison, const
     std::sort(in_expected.begin(), in_expected.end());
     std::sort(in_got.begin(), in_got.end());
     std::vector<int64_t> missing, extra;
-    std::set_difference(in_expected.begin(), in_expected.end(), in_got.begin(), in_got.end(), std::back_inserter(missing));
-    std::set_difference(in_got.begin(), in_got.end(), in_expected.begin(), in_expected.end(), std::back_inserter(extra));
+    std::set_difference(in_expected.begin(), in_expected.end(), in_got.begin(), in_got.end(),
+                        std::back_inserter(missing));
+    std::set_difference(in_got.begin(), in_got.end(), in_expected.begin(), in_expected.end(),
+                        std::back_inserter(extra));
     // A row that differs beyond ties is reported whole: the indices in one set only, with their scores.
     double worst_distance = 0;
     int64_t untied = 0;
@@ -124,8 +126,9 @@ void compare_topk_sets(const HostTensor& expected, Poison expected_poison, const
         const double distance = std::isfinite(boundary) && std::isfinite(score) ? std::fabs(score - boundary) : kInf;
         worst_distance = std::max(worst_distance, distance);
         if (distance > tolerance) ++untied;
-        s += (s.empty() ? "" : ", ") +
-             (index == -1 ? std::string("padding -1") : "index " + std::to_string(index) + " (score " + format_value(score) + ")");
+        s += (s.empty() ? "" : ", ") + (index == -1 ? std::string("padding -1")
+                                                    : "index " + std::to_string(index) + " (score " +
+                                                          format_value(score) + ")");
       }
       return s.empty() ? std::string("(none)") : s;
     };
@@ -306,7 +309,8 @@ std::string OutputComparison::summary() const {
     s += comparator == comparator_name(Comparator::row_rel_l2)
              ? "\n  worst (row: its L2 norm vs its error's, relative error > allowed; or element: expected vs got):"
          : comparator == comparator_name(Comparator::topk_set)
-             ? "\n  worst (row: indices in the expected set only vs in the got set only, |score - boundary| > score tolerance):"
+             ? "\n  worst (row: indices in the expected set only vs in the got set only, |score - boundary| > "
+               "score tolerance):"
              : "\n  worst elements (index: expected vs got, |error| > allowed):";
     for (const ElementMismatch& m : worst)
       s += "\n    " + m.index + ": " + m.expected + " vs " + m.got + ", |error| " + format_value(m.error) +

@@ -15,7 +15,8 @@ constexpr double kU32 = 0x1.0p-24;  // fp32 unit roundoff
 double terms(const OutputCheck& check) {
   const double k = static_cast<double>(check.accumulated_terms);
   if (k < 1 || k * kU32 >= 0.5)
-    throw std::logic_error(tolerance_spec(check.tolerance).name + " needs accumulated_terms K with 1 <= K < 2^23, got " +
+    throw std::logic_error(tolerance_spec(check.tolerance).name +
+                           " needs accumulated_terms K with 1 <= K < 2^23, got " +
                            std::to_string(check.accumulated_terms));
   return k;
 }
@@ -134,7 +135,8 @@ double allowed_row_rel_l2(const OutputCheck& check) {
     case ToleranceClass::fp32_accumulated: return (4 * std::sqrt(terms(check)) + 1) * kU32;
     case ToleranceClass::fp32_lse: break;
   }
-  throw std::logic_error(tolerance_spec(check.tolerance).name + " bounds absolute errors: it has no per-row relative bound");
+  throw std::logic_error(tolerance_spec(check.tolerance).name +
+                         " bounds absolute errors: it has no per-row relative bound");
 }
 
 DistributionBound distribution_bound(const OutputCheck& check) {

@@ -118,7 +118,8 @@ nlohmann::json comparison_to_json(const OutputComparison& c) {
                      {"error", format_value(m.error)}, {"allowed", m.allowed}});
   const nlohmann::json distribution = {
       {"elements", c.distribution_elements}, {"checked", c.distribution_checked}, {"passed", c.distribution_passed},
-      {"exact_agreement_rate", c.exact_agreement_rate}, {"min_exact_agreement_rate", c.distribution_bound.min_exact_rate},
+      {"exact_agreement_rate", c.exact_agreement_rate},
+      {"min_exact_agreement_rate", c.distribution_bound.min_exact_rate},
       {"mean_signed_error_ulps", c.mean_signed_error_ulps},
       {"max_abs_mean_signed_error_ulps", c.distribution_bound.max_mean_ulps},
       {"min_elements", c.distribution_bound.min_elements}};

@@ -118,7 +118,8 @@ ReplayResult run_graph_replay(GpuBackend& eager, hipStream_t stream, const Compo
     mask_unchecked(component, bucket.bucket_case(), eager_outputs, Poison::a);
     mask_unchecked(component, bucket.bucket_case(), replayed, Poison::b);
     const std::vector<std::string> failures =
-        check_replay(component, c, bucket.bucket_case(), padded, reference, eager_outputs, replayed, result.budget_used);
+        check_replay(component, c, bucket.bucket_case(), padded, reference, eager_outputs, replayed,
+                     result.budget_used);
     ++result.batches_checked;
     if (!failures.empty()) ++result.batches_failed;
     for (const std::string& f : failures)

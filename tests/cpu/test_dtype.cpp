@@ -85,7 +85,8 @@ uint32_t round_once_oracle(const Format& f, double value, uint32_t sign_bit) {
   const double magnitude = std::fabs(value);
   const uint32_t sign = std::signbit(value) ? sign_bit : 0;
   if (magnitude >= f.values.back()) return sign | f.overflow_code;
-  const size_t hi = static_cast<size_t>(std::upper_bound(f.values.begin(), f.values.end(), magnitude) - f.values.begin());
+  const auto above_it = std::upper_bound(f.values.begin(), f.values.end(), magnitude);
+  const size_t hi = static_cast<size_t>(above_it - f.values.begin());
   const size_t lo = hi - 1;
   if (f.values[lo] == magnitude) return sign | f.codes[lo];
   const long double below = static_cast<long double>(magnitude) - f.values[lo];
