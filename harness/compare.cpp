@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <limits>
+#include <stdexcept>
 
 namespace dsv4h {
 
@@ -18,12 +20,16 @@ std::string format_value(double value) {
 namespace {
 
 constexpr size_t kWorstKept = 8;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The share of its budget an error used; an error where none is allowed uses it all and more.
+double budget_ratio(double error, double allowed) {
+  return allowed > 0 ? error / allowed : (error > 0 ? kInf : 0);
+}
 
 void keep_worst(std::vector<ElementMismatch>& worst, ElementMismatch m) {
   worst.push_back(std::move(m));
-  auto ratio = [](const ElementMismatch& e) {
-    return e.allowed > 0 ? e.error / e.allowed : std::numeric_limits<double>::infinity();
-  };
+  auto ratio = [](const ElementMismatch& e) { return e.allowed > 0 ? e.error / e.allowed : kInf; };
   std::stable_sort(worst.begin(), worst.end(),
                    [&](const ElementMismatch& x, const ElementMismatch& y) { return ratio(x) > ratio(y); });
   if (worst.size() > kWorstKept) worst.pop_back();
@@ -58,14 +64,105 @@ std::vector<int64_t> integers_needing_a_look(const HostTensor& expected, Poison 
   }
 }
 
+int64_t row_count(const HostTensor& t) { return t.shape().empty() ? 1 : t.shape()[0]; }
+
+std::string row_index(const Shape& shape, int64_t row) {
+  std::string s = "[" + std::to_string(row);
+  for (size_t d = 1; d < shape.size(); ++d) s += ", :";
+  return s + "]";
+}
+
+// Element i written by one side only: counted and kept among the worst.
+void write_mismatch(OutputComparison& r, const HostTensor& expected, bool exp_unwritten, const HostTensor& got,
+                    bool got_unwritten, int64_t i) {
+  ++r.write_mismatches;
+  keep_worst(r.worst, {i, expected.index_string(i), exp_unwritten ? "(unwritten)" : format_value(expected.get(i)),
+                       got_unwritten ? "(unwritten)" : format_value(got.get(i)), kInf, 0});
+}
+
+// Per row, the multisets of indices written by both sides (-1 padding included) must be equal,
+// except for indices whose score is tied with the reference set's lowest (the boundary): which of
+// the tied candidates makes the cut is the kernel's choice. Ties are within the scores' class.
+void compare_topk_sets(const HostTensor& expected, Poison expected_poison, const HostTensor& got, Poison got_poison,
+                       const OutputCheck& check, const HostTensor& scores, OutputComparison& r) {
+  const int64_t rows = row_count(got), k = rows ? r.elements / rows : 0;
+  if (row_count(scores) != rows)
+    throw std::logic_error(r.output + ": topk_set scores " + shape_string(scores.shape()) + " have not the " +
+                           std::to_string(rows) + " rows of the indices");
+  const int64_t candidates = rows ? scores.numel() / rows : 0;
+  for (int64_t row = 0; row < rows; ++row) {
+    std::vector<int64_t> in_expected, in_got;
+    for (int64_t i = row * k; i < (row + 1) * k; ++i) {
+      const bool exp_unwritten = is_poison(expected, i, expected_poison);
+      const bool got_unwritten = is_poison(got, i, got_poison);
+      if (exp_unwritten && got_unwritten) ++r.unwritten;
+      else if (exp_unwritten != got_unwritten) write_mismatch(r, expected, exp_unwritten, got, got_unwritten, i);
+      else {
+        ++r.compared;
+        in_expected.push_back(static_cast<int64_t>(expected.get(i)));
+        in_got.push_back(static_cast<int64_t>(got.get(i)));
+      }
+    }
+    const auto score_of = [&](int64_t index) {
+      return index >= 0 && index < candidates ? scores.get(row * candidates + index) : std::nan("");
+    };
+    double boundary = kInf;
+    for (int64_t index : in_expected) boundary = std::min(boundary, score_of(index));
+    const double tolerance = std::isfinite(boundary) ? allowed_error(check, boundary) : 0;
+    std::sort(in_expected.begin(), in_expected.end());
+    std::sort(in_got.begin(), in_got.end());
+    std::vector<int64_t> missing, extra;
+    std::set_difference(in_expected.begin(), in_expected.end(), in_got.begin(), in_got.end(),
+                        std::back_inserter(missing));
+    std::set_difference(in_got.begin(), in_got.end(), in_expected.begin(), in_expected.end(),
+                        std::back_inserter(extra));
+    // A row that differs beyond ties is reported whole: the indices in one set only, with their scores.
+    double worst_distance = 0;
+    int64_t untied = 0;
+    const auto describe = [&](const std::vector<int64_t>& indices) {
+      std::string s;
+      for (int64_t index : indices) {
+        const double score = score_of(index);
+        const double distance = std::isfinite(boundary) && std::isfinite(score) ? std::fabs(score - boundary) : kInf;
+        worst_distance = std::max(worst_distance, distance);
+        if (distance > tolerance) ++untied;
+        s += (s.empty() ? "" : ", ") + (index == -1 ? std::string("padding -1")
+                                                    : "index " + std::to_string(index) + " (score " +
+                                                          format_value(score) + ")");
+      }
+      return s.empty() ? std::string("(none)") : s;
+    };
+    const std::string only_expected = describe(missing), only_got = describe(extra);
+    r.budget_used = std::max(r.budget_used, budget_ratio(worst_distance, tolerance));
+    if (untied == 0) {
+      r.tied_swaps += static_cast<int64_t>(extra.size());
+      continue;
+    }
+    r.value_mismatches += untied;
+    keep_worst(r.worst, {row * k, row_index(got.shape(), row) + " (boundary score " + format_value(boundary) + ")",
+                         only_expected, only_got, worst_distance, tolerance});
+  }
+}
+
 }  // namespace
 
+std::string comparator_name(Comparator comparator) {
+  switch (comparator) {
+    case Comparator::elementwise: return "elementwise";
+    case Comparator::row_rel_l2: return "row_rel_l2";
+    case Comparator::topk_set: return "topk_set";
+  }
+  throw std::logic_error("unknown comparator");
+}
+
 OutputComparison compare_output(const std::string& name, const HostTensor& expected, Poison expected_poison,
-                                const HostTensor& got, Poison got_poison, ToleranceClass tolerance) {
+                                const HostTensor& got, Poison got_poison, const OutputCheck& check,
+                                const TensorMap* scores) {
   OutputComparison r;
   r.output = name;
   r.dtype = dtype_name(got.dtype());
-  r.tolerance = tolerance_spec(tolerance).name;
+  r.tolerance = tolerance_spec(check.tolerance).name;
+  r.comparator = comparator_name(check.comparator);
   if (expected.dtype() != got.dtype() || expected.shape() != got.shape()) {
     r.write_mismatches = 1;
     r.worst.push_back({0, "(whole tensor)", dtype_name(expected.dtype()) + shape_string(expected.shape()),
@@ -74,78 +171,147 @@ OutputComparison compare_output(const std::string& name, const HostTensor& expec
   }
   r.elements = got.numel();
   const bool is_float = dtype_is_float(got.dtype());
+  if (check.comparator == Comparator::topk_set) {
+    const auto it = scores ? scores->find(check.scores) : TensorMap::const_iterator{};
+    if (is_float || !scores || it == scores->end())
+      throw std::logic_error(name + ": topk_set compares integer outputs and needs the scores tensor \"" +
+                             check.scores + "\" among the reference's tensors");
+    compare_topk_sets(expected, expected_poison, got, got_poison, check, it->second, r);
+    return r;
+  }
+  const bool by_row = check.comparator == Comparator::row_rel_l2;
+  if (by_row && !is_float) throw std::logic_error(name + ": row_rel_l2 compares float outputs");
+  const int64_t row_size = r.elements ? r.elements / row_count(got) : 1;
+  struct RowSums {
+    double diff_sq = 0, exp_sq = 0, signed_error = 0;
+    int64_t count = 0;
+  };
+  std::vector<RowSums> row_sums(by_row ? static_cast<size_t>(row_count(got)) : 0);
   // Floats go element by element; integers only where the typed scan found unequal bits or poison.
   const std::vector<int64_t> left = is_float ? std::vector<int64_t>{}
                                              : integers_needing_a_look(expected, expected_poison, got, got_poison, r);
   const int64_t general_count = is_float ? r.elements : static_cast<int64_t>(left.size());
   double diff_sq = 0, exp_sq = 0, got_sq = 0, dot = 0;
+  double signed_error_ulps = 0;
+  int64_t exact_agreements = 0;
   for (int64_t k = 0; k < general_count; ++k) {
     const int64_t i = is_float ? k : left[static_cast<size_t>(k)];
     const bool exp_unwritten = is_poison(expected, i, expected_poison);
     const bool got_unwritten = is_poison(got, i, got_poison);
     if (exp_unwritten && got_unwritten) { ++r.unwritten; continue; }
-    const double e = expected.get(i), g = got.get(i);
     if (exp_unwritten != got_unwritten) {
-      ++r.write_mismatches;
-      keep_worst(r.worst, {i, expected.index_string(i), exp_unwritten ? "(unwritten)" : format_value(e),
-                           got_unwritten ? "(unwritten)" : format_value(g),
-                           std::numeric_limits<double>::infinity(), 0});
+      write_mismatch(r, expected, exp_unwritten, got, got_unwritten, i);
       continue;
     }
+    const double e = expected.get(i), g = got.get(i);
     ++r.compared;
     if (std::isnan(e)) ++r.nan_expected;
     if (std::isnan(g)) ++r.nan_got;
     if (std::isinf(g)) ++r.inf_got;
+    const bool finite = std::isfinite(e) && std::isfinite(g);
     double error, allowed;
-    if (tolerance == ToleranceClass::exact || !is_float) {
+    if (check.tolerance == ToleranceClass::exact || !is_float) {
       // Differing bits always fail, also where the difference is NaN (NaN vs a number) or 0 (-0 vs 0).
       error = 0;
       if (expected.bits(i) != got.bits(i)) {
         const double diff = std::fabs(e - g);
-        error = std::isnan(diff) ? std::numeric_limits<double>::infinity()
-                                 : std::max(diff, std::numeric_limits<double>::min());
+        error = std::isnan(diff) ? kInf : std::max(diff, std::numeric_limits<double>::min());
       }
       allowed = 0;
-    } else if (std::isnan(e) || std::isnan(g) || std::isinf(e) || std::isinf(g)) {
+    } else if (!finite) {
       const bool same = (std::isnan(e) && std::isnan(g)) || e == g;
-      error = same ? 0 : std::numeric_limits<double>::infinity();
+      error = same ? 0 : kInf;
       allowed = 0;
     } else {
       error = std::fabs(e - g);
-      allowed = allowed_error(tolerance, e);
+      // Under row_rel_l2 an element has no bound of its own: its row has.
+      allowed = by_row ? kInf : allowed_error(check, e);
       diff_sq += error * error;
       exp_sq += e * e;
       got_sq += g * g;
       dot += e * g;
       if (e != 0) r.max_rel_error = std::max(r.max_rel_error, error / std::fabs(e));
     }
+    if (is_float && finite) {
+      ++r.distribution_elements;
+      if (e == g) ++exact_agreements;
+      if (by_row) {
+        RowSums& row = row_sums[static_cast<size_t>(i / row_size)];
+        row.diff_sq += error * error, row.exp_sq += e * e, row.signed_error += g - e, ++row.count;
+      } else {
+        signed_error_ulps += (g - e) / distribution_ulp(check, got.dtype(), e);
+      }
+    }
     if (std::isfinite(error)) r.max_abs_error = std::max(r.max_abs_error, error);
-    const double used = allowed > 0 ? error / allowed : (error > 0 ? std::numeric_limits<double>::infinity() : 0);
-    r.budget_used = std::max(r.budget_used, used);
+    if (std::isfinite(allowed)) r.budget_used = std::max(r.budget_used, budget_ratio(error, allowed));
     if (error > allowed) {
       ++r.value_mismatches;
       keep_worst(r.worst, {i, expected.index_string(i), format_value(e), format_value(g), error, allowed});
     }
   }
+  if (by_row) {
+    const double allowed = allowed_row_rel_l2(check);
+    for (size_t row = 0; row < row_sums.size(); ++row) {
+      const RowSums& s = row_sums[row];
+      if (s.count == 0) continue;
+      const double rms = std::sqrt(s.exp_sq / static_cast<double>(s.count));
+      signed_error_ulps += s.signed_error / distribution_ulp(check, got.dtype(), rms);
+      const double rel = s.exp_sq > 0 ? std::sqrt(s.diff_sq / s.exp_sq) : (s.diff_sq > 0 ? kInf : 0);
+      r.budget_used = std::max(r.budget_used, budget_ratio(rel, allowed));
+      if (rel > allowed) {
+        ++r.value_mismatches;
+        keep_worst(r.worst, {static_cast<int64_t>(row) * row_size, row_index(got.shape(), static_cast<int64_t>(row)),
+                             "row L2 " + format_value(std::sqrt(s.exp_sq)),
+                             "error L2 " + format_value(std::sqrt(s.diff_sq)), rel, allowed});
+      }
+    }
+  }
   r.rel_l2_error = exp_sq > 0 ? std::sqrt(diff_sq / exp_sq) : std::sqrt(diff_sq);
   r.cosine = (exp_sq > 0 && got_sq > 0) ? dot / std::sqrt(exp_sq * got_sq) : (exp_sq == got_sq ? 1 : 0);
+  if (is_float) {
+    const DistributionBound& bound = r.distribution_bound = distribution_bound(check);
+    if (r.distribution_elements > 0) {
+      const double n = static_cast<double>(r.distribution_elements);
+      r.exact_agreement_rate = static_cast<double>(exact_agreements) / n;
+      r.mean_signed_error_ulps = signed_error_ulps / n;
+    }
+    r.distribution_checked = r.distribution_elements >= bound.min_elements;
+    r.distribution_passed = !r.distribution_checked || (r.exact_agreement_rate >= bound.min_exact_rate &&
+                                                        std::fabs(r.mean_signed_error_ulps) <= bound.max_mean_ulps);
+  }
   return r;
 }
 
 std::string OutputComparison::summary() const {
   char line[512];
   std::snprintf(line, sizeof(line),
-                "%s (%s, %s): %s; %lld compared, %lld unwritten on both sides, %lld written by one "
+                "%s (%s, %s, %s): %s; %lld compared, %lld unwritten on both sides, %lld written by one "
                 "side only, %lld beyond tolerance; max abs %.3g, max rel %.3g, rel L2 %.3g, cosine "
                 "%.6f, NaN %lld/%lld, budget used %.3g",
-                output.c_str(), dtype.c_str(), tolerance.c_str(), passed() ? "ok" : "MISMATCH",
+                output.c_str(), dtype.c_str(), tolerance.c_str(), comparator.c_str(), passed() ? "ok" : "MISMATCH",
                 static_cast<long long>(compared), static_cast<long long>(unwritten),
                 static_cast<long long>(write_mismatches), static_cast<long long>(value_mismatches),
                 max_abs_error, max_rel_error, rel_l2_error, cosine,
                 static_cast<long long>(nan_expected), static_cast<long long>(nan_got), budget_used);
   std::string s = line;
-  if (!passed()) {
-    s += "\n  worst elements (index: expected vs got, |error| > allowed):";
+  if (comparator == comparator_name(Comparator::topk_set))
+    s += "; " + std::to_string(tied_swaps) + " indices swapped among ties at the boundary";
+  if (distribution_elements > 0) {
+    std::snprintf(line, sizeof(line),
+                  "; exact agreement %.4g%% (bound >= %.4g%%), mean signed error %+.3g ulp (bound +-%.3g)%s",
+                  100 * exact_agreement_rate, 100 * distribution_bound.min_exact_rate, mean_signed_error_ulps,
+                  distribution_bound.max_mean_ulps, distribution_checked ? "" : ", too few elements to check");
+    s += line;
+  }
+  if (!distribution_passed)
+    s += "\n  distribution beyond its bounds: a systematic error that each element's bound lets through";
+  if (write_mismatches > 0 || value_mismatches > 0) {
+    s += comparator == comparator_name(Comparator::row_rel_l2)
+             ? "\n  worst (row: its L2 norm vs its error's, relative error > allowed; or element: expected vs got):"
+         : comparator == comparator_name(Comparator::topk_set)
+             ? "\n  worst (row: indices in the expected set only vs in the got set only, |score - boundary| > "
+               "score tolerance):"
+             : "\n  worst elements (index: expected vs got, |error| > allowed):";
     for (const ElementMismatch& m : worst)
       s += "\n    " + m.index + ": " + m.expected + " vs " + m.got + ", |error| " + format_value(m.error) +
            " > " + format_value(m.allowed);

@@ -64,29 +64,64 @@ float fp8_e4m3_to_float(uint8_t bits) {
   return sign * std::ldexp(1.f + mantissa / 8.f, exponent - 7);
 }
 
-uint8_t float_to_fp8_e4m3(float value) {
-  if (std::isnan(value)) return 0x7f;
-  const uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
-  const double magnitude = std::fabs(static_cast<double>(value));
-  // Every e4m3 magnitude is k * 2^-9 for an integer k on a grid whose spacing doubles per binade;
-  // find the binade, round the scaled mantissa to nearest even, and renormalise on carry.
-  if (magnitude == 0.0) return sign;
-  if (std::isinf(magnitude)) return sign | 0x7f;  // e4m3fn has no infinity: beyond 448 is NaN
-  int exponent = std::max(std::ilogb(magnitude), -6);  // -6: subnormals share the lowest binade's spacing
-  const double spacing = std::ldexp(1.0, exponent - 3);
-  double steps = std::nearbyint(magnitude / spacing);  // the default FP mode rounds half to even
-  if (steps >= 16.0) { steps /= 2.0; ++exponent; }
-  const double rounded = steps * std::ldexp(1.0, exponent - 3);
-  if (rounded > 448.0) return sign | 0x7f;
-  if (steps < 8.0) return sign | static_cast<uint8_t>(steps);  // subnormal (exponent field 0)
-  return sign | static_cast<uint8_t>(((exponent + 7) << 3) | (static_cast<int>(steps) - 8));
+namespace {
+
+// Both narrow formats hold, per binade, an integer significand of `precision` bits times the binade's
+// spacing; subnormals share the lowest binade's spacing. The significand rounds to nearest even in one
+// step (scaling a double by a power of two is exact, and nearbyint rounds half to even in the default
+// FP mode); a carry to 2^precision moves to the next binade.
+struct Rounded {
+  int64_t steps;  // significand in units of 2^(exponent - precision + 1); < 2^(precision-1): subnormal
+  int exponent;   // may exceed the format's range: the caller overflows
+};
+
+Rounded round_significand(double magnitude, int precision, int min_exponent) {
+  int exponent = std::max(std::ilogb(magnitude), min_exponent);
+  double steps = std::nearbyint(std::ldexp(magnitude, precision - 1 - exponent));
+  if (steps >= std::ldexp(1.0, precision)) { steps /= 2; ++exponent; }
+  return {static_cast<int64_t>(steps), exponent};
 }
 
-double bf16_ulp(double value) {
+}  // namespace
+
+uint16_t double_to_bf16(double value) {
+  const uint16_t sign = std::signbit(value) ? 0x8000 : 0x0000;
+  if (std::isnan(value)) return sign | 0x7fc0;  // the quiet NaN float_to_bf16 makes of a float NaN
   const double magnitude = std::fabs(value);
-  const double min_normal = std::ldexp(1.0, -126);
-  if (magnitude < min_normal || !std::isfinite(magnitude)) return std::ldexp(1.0, -133);
-  return std::ldexp(1.0, std::ilogb(magnitude) - 7);
+  if (magnitude == 0.0) return sign;
+  if (std::isinf(magnitude)) return sign | 0x7f80;
+  const Rounded r = round_significand(magnitude, 8, -126);
+  if (r.exponent > 127) return sign | 0x7f80;
+  if (r.steps < 128) return sign | static_cast<uint16_t>(r.steps);  // subnormal (exponent field 0)
+  return sign | static_cast<uint16_t>(((r.exponent + 127) << 7) | (r.steps - 128));
 }
+
+uint8_t double_to_fp8_e4m3(double value) {
+  if (std::isnan(value)) return 0x7f;
+  const uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
+  const double magnitude = std::fabs(value);
+  if (magnitude == 0.0) return sign;
+  if (std::isinf(magnitude)) return sign | 0x7f;  // e4m3fn has no infinity: beyond 448 is NaN
+  const Rounded r = round_significand(magnitude, 4, -6);
+  if (std::ldexp(static_cast<double>(r.steps), r.exponent - 3) > 448.0) return sign | 0x7f;
+  if (r.steps < 8) return sign | static_cast<uint8_t>(r.steps);  // subnormal (exponent field 0)
+  return sign | static_cast<uint8_t>(((r.exponent + 7) << 3) | (r.steps - 8));
+}
+
+double dtype_ulp(DType dtype, double value) {
+  int precision = 0, min_exponent = 0;
+  switch (dtype) {
+    case DType::f32: precision = 24, min_exponent = -126; break;
+    case DType::bf16: precision = 8, min_exponent = -126; break;
+    case DType::fp8_e4m3: precision = 4, min_exponent = -6; break;
+    default: throw std::logic_error("no ulp for " + dtype_name(dtype) + ": not a float dtype");
+  }
+  const double magnitude = std::fabs(value);
+  const int exponent = std::isfinite(magnitude) && magnitude > 0 ? std::max(std::ilogb(magnitude), min_exponent)
+                                                                 : min_exponent;
+  return std::ldexp(1.0, exponent - precision + 1);
+}
+
+double bf16_ulp(double value) { return dtype_ulp(DType::bf16, value); }
 
 }  // namespace dsv4h

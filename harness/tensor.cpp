@@ -56,8 +56,8 @@ double HostTensor::get(int64_t i) const {
 void HostTensor::set(int64_t i, double value) {
   switch (dtype_) {
     case DType::f32: data<float>()[i] = static_cast<float>(value); return;
-    case DType::bf16: data<uint16_t>()[i] = float_to_bf16(static_cast<float>(value)); return;
-    case DType::fp8_e4m3: data<uint8_t>()[i] = float_to_fp8_e4m3(static_cast<float>(value)); return;
+    case DType::bf16: data<uint16_t>()[i] = double_to_bf16(value); return;
+    case DType::fp8_e4m3: data<uint8_t>()[i] = double_to_fp8_e4m3(value); return;
     case DType::i32: data<int32_t>()[i] = static_cast<int32_t>(value); return;
     case DType::i64: data<int64_t>()[i] = static_cast<int64_t>(value); return;
     case DType::u8: data<uint8_t>()[i] = static_cast<uint8_t>(value); return;

@@ -13,18 +13,32 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void add_checks(CaseResult& r, const std::string& label, const TensorMap& expected, Poison expected_poison,
-                const TensorMap& got, Poison got_poison, bool bitwise) {
+// Bitwise checks compare every element exactly; the others each output under its own check.
+void add_checks(CaseResult& r, const Component& component, const Case& c, const std::string& label,
+                const TensorMap& expected, Poison expected_poison, const TensorMap& got, Poison got_poison,
+                bool bitwise, const TensorMap& scores) {
   for (const auto& [name, e] : expected) {
     auto it = got.find(name);
     if (it == got.end()) throw std::logic_error(label + ": output \"" + name + "\" missing");
-    const ToleranceClass tol = bitwise ? ToleranceClass::exact : tolerance_for(e.dtype());
-    r.checks.emplace_back(label, compare_output(name, e, expected_poison, it->second, got_poison, tol));
+    const OutputCheck check = bitwise ? OutputCheck{} : output_check(component, c, name, e.dtype());
+    r.checks.emplace_back(label, compare_output(name, e, expected_poison, it->second, got_poison, check, &scores));
     if (!r.checks.back().second.passed()) r.status = CaseStatus::fail;
   }
 }
 
 }  // namespace
+
+TensorMap topk_scores(const Component& component, const Case& c, const TensorMap& inputs, const TensorMap& reference) {
+  TensorMap scores;
+  for (const auto& [name, out] : reference) {
+    const OutputCheck check = output_check(component, c, name, out.dtype());
+    if (check.comparator != Comparator::topk_set) continue;
+    const TensorMap& holder = reference.count(check.scores) ? reference : inputs;
+    const auto it = holder.find(check.scores);
+    if (it != holder.end()) scores.emplace(check.scores, it->second);
+  }
+  return scores;
+}
 
 std::string status_name(CaseStatus status) {
   switch (status) {
@@ -56,10 +70,11 @@ CaseRun run_case(const Component& component, const Case& c, GpuBackend* gpu,
     component.reference(c, run.inputs, reference);
     r.reference_ms = ms_since(t0);
     mask_unchecked(component, c, reference, Poison::a);
+    const TensorMap scores = topk_scores(component, c, run.inputs, reference);
     std::optional<TensorMap> stored = expected;  // a fixture's outputs: its "nan"s are poison a
     if (stored) {
       mask_unchecked(component, c, *stored, Poison::a);
-      add_checks(r, "reference vs expected", *stored, Poison::a, reference, Poison::a, false);
+      add_checks(r, component, c, "reference vs expected", *stored, Poison::a, reference, Poison::a, false, scores);
     }
     if (gpu) {
       t0 = std::chrono::steady_clock::now();
@@ -68,9 +83,9 @@ CaseRun run_case(const Component& component, const Case& c, GpuBackend* gpu,
       TensorMap gpu_b = gpu->run(component, c, run.inputs, Poison::b);
       mask_unchecked(component, c, gpu_a, Poison::a);
       mask_unchecked(component, c, gpu_b, Poison::b);
-      add_checks(r, "gpu vs reference", reference, Poison::a, gpu_a, Poison::a, false);
-      add_checks(r, "gpu poison a vs b", gpu_a, Poison::a, gpu_b, Poison::b, true);
-      if (stored) add_checks(r, "gpu vs expected", *stored, Poison::a, gpu_a, Poison::a, false);
+      add_checks(r, component, c, "gpu vs reference", reference, Poison::a, gpu_a, Poison::a, false, scores);
+      add_checks(r, component, c, "gpu poison a vs b", gpu_a, Poison::a, gpu_b, Poison::b, true, scores);
+      if (stored) add_checks(r, component, c, "gpu vs expected", *stored, Poison::a, gpu_a, Poison::a, false, scores);
       run.outputs["gpu"] = std::move(gpu_a);
     }
     run.outputs["reference"] = std::move(reference);
@@ -101,14 +116,21 @@ nlohmann::json comparison_to_json(const OutputComparison& c) {
   for (const ElementMismatch& m : c.worst)
     worst.push_back({{"index", m.index}, {"expected", m.expected}, {"got", m.got},
                      {"error", format_value(m.error)}, {"allowed", m.allowed}});
-  return {{"output", c.output}, {"dtype", c.dtype}, {"tolerance", c.tolerance}, {"passed", c.passed()},
-          {"elements", c.elements}, {"compared", c.compared}, {"unwritten", c.unwritten},
+  const nlohmann::json distribution = {
+      {"elements", c.distribution_elements}, {"checked", c.distribution_checked}, {"passed", c.distribution_passed},
+      {"exact_agreement_rate", c.exact_agreement_rate},
+      {"min_exact_agreement_rate", c.distribution_bound.min_exact_rate},
+      {"mean_signed_error_ulps", c.mean_signed_error_ulps},
+      {"max_abs_mean_signed_error_ulps", c.distribution_bound.max_mean_ulps},
+      {"min_elements", c.distribution_bound.min_elements}};
+  return {{"output", c.output}, {"dtype", c.dtype}, {"tolerance", c.tolerance}, {"comparator", c.comparator},
+          {"passed", c.passed()}, {"elements", c.elements}, {"compared", c.compared}, {"unwritten", c.unwritten},
           {"write_mismatches", c.write_mismatches}, {"value_mismatches", c.value_mismatches},
-          {"nan_expected", c.nan_expected}, {"nan_got", c.nan_got}, {"inf_got", c.inf_got},
-          {"max_abs_error", c.max_abs_error}, {"max_rel_error", c.max_rel_error},
+          {"tied_swaps", c.tied_swaps}, {"nan_expected", c.nan_expected}, {"nan_got", c.nan_got},
+          {"inf_got", c.inf_got}, {"max_abs_error", c.max_abs_error}, {"max_rel_error", c.max_rel_error},
           {"rel_l2_error", c.rel_l2_error}, {"cosine", c.cosine},
           {"budget_used", std::isfinite(c.budget_used) ? nlohmann::json(c.budget_used) : nlohmann::json("inf")},
-          {"worst", worst}};
+          {"distribution", distribution}, {"worst", worst}};
 }
 
 nlohmann::json result_to_json(const CaseResult& r) {

@@ -44,6 +44,10 @@ CaseRun run_case(const Component& component, const Case& c, GpuBackend* gpu,
                  const std::optional<TensorMap>& expected = std::nullopt,
                  const std::string& source = "generated");
 
+// What the topk_set checks of `c` look their scores up in: the tensors they name, taken from the
+// reference run's inputs and outputs (empty where no output is compared as a top-k set).
+TensorMap topk_scores(const Component& component, const Case& c, const TensorMap& inputs, const TensorMap& reference);
+
 std::string status_name(CaseStatus status);
 nlohmann::json result_to_json(const CaseResult& result);
 nlohmann::json comparison_to_json(const OutputComparison& c);

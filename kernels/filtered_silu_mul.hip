@@ -3,8 +3,9 @@
 //
 // Mutants (spec review finding 4 and the kernel's own failure modes) are compiled in only when
 // the build defines one of DSV4H_MUTANT_{FILTER_IGNORED, CLAMP_MISSING, EXPERT_STEP_IGNORED,
-// PARTIAL_VECTOR_DROPPED, NOOP}; the suite must catch each of them. DSV4H_MUTANT_WORK_TWICE
-// computes the right result twice: the nightly performance comparison must catch that one.
+// PARTIAL_VECTOR_DROPPED, SILU_ROUND_UP, NOOP}; the suite must catch each of them.
+// DSV4H_MUTANT_WORK_TWICE computes the right result twice: the nightly performance comparison
+// must catch that one.
 #include "filtered_silu_mul.h"
 
 #include <cstdint>
@@ -71,15 +72,32 @@ __device__ __forceinline__ bool row_is_filtered(const FilteredSiluMulArgs& args,
 #endif
 }
 
+#if defined(DSV4H_MUTANT_SILU_ROUND_UP)
+// Rounds toward +inf instead of to nearest (issue 27.3): every element stays within 1 ulp of the
+// exact value, so each element's bound passes; only the distribution check sees the bias (about
+// half the elements differ from the reference, all upwards).
+__device__ __forceinline__ uint32_t bf16_round_up(float value) {
+  const uint32_t u = __float_as_uint(value);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x0040u;
+  const bool up = (u & 0xffffu) != 0 && (u >> 31) == 0;  // negative values truncate: toward +inf
+  return (u >> 16) + (up ? 1u : 0u);
+}
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  return bf16_round_up(lo) | bf16_round_up(hi) << 16;
+}
+#else
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) { return pack_bf16x2_rn(lo, hi); }
+#endif
+
 __device__ __forceinline__ float lo_half(uint32_t w) { return bf16_to_float(static_cast<uint16_t>(w)); }
 __device__ __forceinline__ float hi_half(uint32_t w) { return bf16_to_float(static_cast<uint16_t>(w >> 16)); }
 
 __device__ __forceinline__ uint4 swiglu_vec(uint4 g, uint4 u, float L) {
   uint4 o;
-  o.x = pack_bf16x2_rn(swiglu(lo_half(g.x), lo_half(u.x), L), swiglu(hi_half(g.x), hi_half(u.x), L));
-  o.y = pack_bf16x2_rn(swiglu(lo_half(g.y), lo_half(u.y), L), swiglu(hi_half(g.y), hi_half(u.y), L));
-  o.z = pack_bf16x2_rn(swiglu(lo_half(g.z), lo_half(u.z), L), swiglu(hi_half(g.z), hi_half(u.z), L));
-  o.w = pack_bf16x2_rn(swiglu(lo_half(g.w), lo_half(u.w), L), swiglu(hi_half(g.w), hi_half(u.w), L));
+  o.x = pack_bf16x2(swiglu(lo_half(g.x), lo_half(u.x), L), swiglu(hi_half(g.x), hi_half(u.x), L));
+  o.y = pack_bf16x2(swiglu(lo_half(g.y), lo_half(u.y), L), swiglu(hi_half(g.y), hi_half(u.y), L));
+  o.z = pack_bf16x2(swiglu(lo_half(g.z), lo_half(u.z), L), swiglu(hi_half(g.z), hi_half(u.z), L));
+  o.w = pack_bf16x2(swiglu(lo_half(g.w), lo_half(u.w), L), swiglu(hi_half(g.w), hi_half(u.w), L));
   return o;
 }
 
@@ -146,7 +164,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t chunk = threadIdx.x; chunk < chunks_per_row; chunk += kThreads) {
       const int64_t end = chunk * kVec + kVec < args.inter ? chunk * kVec + kVec : args.inter;
       for (int64_t col = chunk * kVec; col < end; ++col)
-        out[col] = static_cast<uint16_t>(pack_bf16x2_rn(
+        out[col] = static_cast<uint16_t>(pack_bf16x2(
             swiglu(bf16_to_float(gate[col]), bf16_to_float(up[col]), args.swiglu_limit), 0.f));
     }
   }

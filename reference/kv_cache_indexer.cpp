@@ -20,7 +20,8 @@ void indexer_pack_entry(const uint16_t* key_bf16, int64_t entries_per_page, int6
   for (int i = 0; i < kIndexerDims; ++i) amax = std::max(amax, std::fabs(bf16_to_float(key_bf16[i])));
   const int e = indexer_scale_exponent(amax);
   uint8_t* values = page + t * kIndexerDataBytes;
-  for (int i = 0; i < kIndexerDims; ++i) values[i] = float_to_fp8_e4m3(std::ldexp(bf16_to_float(key_bf16[i]), -e));
+  for (int i = 0; i < kIndexerDims; ++i)
+    values[i] = double_to_fp8_e4m3(std::ldexp(double{bf16_to_float(key_bf16[i])}, -e));
   const float scale = std::ldexp(1.f, e);
   std::memcpy(page + entries_per_page * kIndexerDataBytes + t * 4, &scale, 4);
 }

@@ -29,7 +29,7 @@ void model1_pack_token(const uint16_t* latent_bf16, int64_t tokens_per_page, int
     const int e = model1_scale_exponent(amax);
     scales[tile] = static_cast<uint8_t>(e + 127);
     for (int i = 0; i < kModel1TileDims; ++i)
-      data[tile * kModel1TileDims + i] = float_to_fp8_e4m3(std::ldexp(bf16_to_float(x[i]), -e));
+      data[tile * kModel1TileDims + i] = double_to_fp8_e4m3(std::ldexp(double{bf16_to_float(x[i])}, -e));
   }
   scales[kModel1Tiles] = 0;
   std::memcpy(data + kModel1NopeDims, latent_bf16 + kModel1NopeDims, kModel1RopeDims * 2);
@@ -41,7 +41,7 @@ void model1_unpack_token(const uint8_t* page, int64_t tokens_per_page, int64_t t
   for (int tile = 0; tile < kModel1Tiles; ++tile)
     for (int i = 0; i < kModel1TileDims; ++i) {
       const int d = tile * kModel1TileDims + i;
-      latent_bf16[d] = float_to_bf16(std::ldexp(fp8_e4m3_to_float(data[d]), scales[tile] - 127));
+      latent_bf16[d] = double_to_bf16(std::ldexp(double{fp8_e4m3_to_float(data[d])}, scales[tile] - 127));
     }
   std::memcpy(latent_bf16 + kModel1NopeDims, data + kModel1NopeDims, kModel1RopeDims * 2);
 }

@@ -30,10 +30,10 @@ float bf16_to_float(uint16_t bits) {
   return value;
 }
 
-uint16_t float_to_bf16(float value) {
+uint16_t double_to_bf16(double value) {
   const uint16_t sign = std::signbit(value) ? 0x8000 : 0;
   if (std::isnan(value)) return sign | 0x7fc0;
-  const double magnitude = std::fabs(static_cast<double>(value));
+  const double magnitude = std::fabs(value);
   double rounded = magnitude;
   if (std::isfinite(magnitude) && magnitude > 0) {
     // 8 significant bits; below 2^-126 the spacing stays that of the lowest binade (subnormals).
@@ -53,11 +53,11 @@ float fp8_e4m3_to_float(uint8_t bits) {
   return static_cast<float>((bits & 0x80) ? -magnitudes[bits & 0x7f] : magnitudes[bits & 0x7f]);
 }
 
-uint8_t float_to_fp8_e4m3(float value) {
+uint8_t double_to_fp8_e4m3(double value) {
   static const std::array<double, 128> magnitudes = fp8_magnitudes();
   if (std::isnan(value)) return 0x7f;
   const uint8_t sign = std::signbit(value) ? 0x80 : 0;
-  const double magnitude = std::fabs(static_cast<double>(value));
+  const double magnitude = std::fabs(value);
   const auto above = std::lower_bound(magnitudes.begin(), magnitudes.end(), magnitude);
   if (above == magnitudes.end()) return sign | 0x7f;
   int code = static_cast<int>(above - magnitudes.begin());

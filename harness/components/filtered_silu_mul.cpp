@@ -181,6 +181,7 @@ Component filtered_silu_mul_component() {
       DSV4H_MUTANT(clamp_missing, "filtered_silu_mul.hip", "swiglu_limit not applied (spec 8.2)"),
       DSV4H_MUTANT(expert_step_ignored, "filtered_silu_mul.hip", "one expert id per row, as if expert_step were 1"),
       DSV4H_MUTANT(partial_vector_dropped, "filtered_silu_mul.hip", "the last partial vector of a row not written"),
+      DSV4H_MUTANT(silu_round_up, "filtered_silu_mul.hip", "bf16 rounded toward +inf: within 1 ulp everywhere, biased"),
   };
   d.gpu_tests = "*FilteredSiluMul*";
   d.bench_binary = "bench_filtered_silu_mul";

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "../tolerance.h"
+#include "../verify.h"
 
 namespace dsv4h {
 namespace {
@@ -69,15 +69,17 @@ class CapturedBucket {
 // Checks one replay against the reference and an eager launch, both run on the same padded inputs
 // at the bucket's case; returns the failures (empty when it passed) and raises `budget_used`. The
 // outputs were poisoned before each run, so what padding must leave alone is compared as unwritten.
-std::vector<std::string> check_replay(const Case& c, int64_t bucket, const TensorMap& reference,
-                                      const TensorMap& eager, const TensorMap& replayed, double& budget_used) {
+std::vector<std::string> check_replay(const Component& component, const Case& c, const Case& bucket_case,
+                                      const TensorMap& padded, const TensorMap& reference, const TensorMap& eager,
+                                      const TensorMap& replayed, double& budget_used) {
   std::vector<std::string> failures;
-  const std::string where = c.str() + " replayed in bucket " + std::to_string(bucket) + ": ";
+  const std::string where = c.str() + " replayed in bucket " +
+                            std::to_string(bucket_case.integer(component.batch_param)) + ": ";
+  const TensorMap scores = topk_scores(component, bucket_case, padded, reference);
   for (const auto& [name, got] : replayed) {
-    const OutputComparison vs_ref =
-        compare_output(name, reference.at(name), Poison::a, got, Poison::b, tolerance_for(got.dtype()));
-    const OutputComparison vs_eager =
-        compare_output(name, eager.at(name), Poison::a, got, Poison::b, ToleranceClass::exact);
+    const OutputComparison vs_ref = compare_output(name, reference.at(name), Poison::a, got, Poison::b,
+                                                   output_check(component, bucket_case, name, got.dtype()), &scores);
+    const OutputComparison vs_eager = compare_output(name, eager.at(name), Poison::a, got, Poison::b, OutputCheck{});
     budget_used = std::max(budget_used, vs_ref.budget_used);
     if (!vs_ref.passed()) failures.push_back(where + "replay vs reference: " + vs_ref.summary());
     if (!vs_eager.passed()) failures.push_back(where + "replay vs eager: " + vs_eager.summary());
@@ -116,7 +118,8 @@ ReplayResult run_graph_replay(GpuBackend& eager, hipStream_t stream, const Compo
     mask_unchecked(component, bucket.bucket_case(), eager_outputs, Poison::a);
     mask_unchecked(component, bucket.bucket_case(), replayed, Poison::b);
     const std::vector<std::string> failures =
-        check_replay(c, *it, reference, eager_outputs, replayed, result.budget_used);
+        check_replay(component, c, bucket.bucket_case(), padded, reference, eager_outputs, replayed,
+                     result.budget_used);
     ++result.batches_checked;
     if (!failures.empty()) ++result.batches_failed;
     for (const std::string& f : failures)
