@@ -66,7 +66,7 @@ def check_every_mutant_has_a_component():
     with open(os.path.join(ROOT, "kernels", "CMakeLists.txt")) as f:
         cmake = f.read()
     names = []
-    for block in re.findall(r"set\(DSV4H_MUTANT_NAMES\s+(.*?)\s+CACHE", cmake, re.S):
+    for block in re.findall(r"set\(DSV4H_(?:RACE_)?MUTANT_NAMES\s+(.*?)\s+CACHE", cmake, re.S):
         names += [n for n in block.split() if not n.startswith("${")]
     if len(names) < 10:
         fail(f"found only {names} in kernels/CMakeLists.txt")
