@@ -2,8 +2,9 @@
 """GPU run records for reports/gpu/.
 
   collect --work DIR --out FILE   (on the GPU machine, by ci/gpu-suite) gathers the raw outputs of a
-                                  run: gtest JSON, dsv4h verify JSON, mutant verdicts, sanitizer
-                                  exits, Google Benchmark JSON, torch peers, device clocks.
+                                  run: gtest JSON, dsv4h verify JSON, mutant verdicts, race mutant
+                                  verdicts, sanitizer exits, Google Benchmark JSON, torch peers,
+                                  device clocks.
   merge PART.json... --out FILE   (here) joins the parts of a session's runs, adds the commit and
                                   the date, judges the benchmark goals, and prints a table; exits 1
                                   (the record still written) on a failed test or verify case, a
@@ -64,7 +65,7 @@ def load(path):
 
 
 def collect(work):
-    part = {"tests": [], "mutants": [], "sanitizer": [], "benchmarks": [], "context": {}}
+    part = {"tests": [], "mutants": [], "perturb": [], "sanitizer": [], "benchmarks": [], "context": {}}
     listed = os.path.join(work, "components.json")  # ci/gpu-suite: what the build's dsv4h listed
     components = dsv4h_components.load(listed) if os.path.exists(listed) else {}
     if components:
@@ -88,6 +89,11 @@ def collect(work):
                              "budget_used": worst_budget(c["checks"])} for c in v["cases"]]
         verify["graph_replay"] += v["graph_replay"]
     part["mutants"] = [load(p) for p in sorted(glob.glob(os.path.join(work, "mutants", "*.json")))]
+    # The perturb phase's race mutant verdicts, a file a run: <mutant>.<check>.<run>.json, check plain,
+    # perturbed or racecheck.
+    for path in sorted(glob.glob(os.path.join(work, "perturb", "*.json"))):
+        check, run = os.path.basename(path)[:-len(".json")].split(".")[1:]
+        part["perturb"].append(dict(load(path), check=check, run=int(run)))
     part["sanitizer"] = [load(p) for p in sorted(glob.glob(os.path.join(work, "sanitizer", "*.json")))]
     for binary, paths in bench_processes(work).items():
         runs = [load(path) for path in paths]
@@ -167,6 +173,19 @@ def part_device(part):
     return None if name in ("", "cpu") else re.sub(r" \([^()]*, device \d+\)$", "", name)
 
 
+def print_race_mutants(verdicts):
+    """A line a race mutant and check (plain, racecheck, perturbed): in how many runs it was caught."""
+    by_check = {}
+    for v in verdicts:
+        by_check.setdefault((v["mutant"], v["check"]), []).append(v)
+    order = {"plain": 0, "racecheck": 1, "perturbed": 2}
+    for (mutant, check), runs in sorted(by_check.items(), key=lambda kv: (kv[0][0], order[kv[0][1]])):
+        caught = sum(v["caught"] for v in runs)
+        other = sorted({v["status"] for v in runs} - {"caught", "survived"})
+        print(f"race mutant {mutant:<24} {check:<9} caught in {caught} of {len(runs)} runs"
+              + (f" ({', '.join(other)})" if other else ""))
+
+
 def merge(parts, out, commit, components_source=None):
     # A record is one card's: the lent machine is an H100 one call and an H200 the next, and a
     # goal judged on one card's times must not be labelled with the other's name.
@@ -180,9 +199,9 @@ def merge(parts, out, commit, components_source=None):
     report = {"commit": commit or subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "note": "",
-              "tests": [], "mutants": [], "sanitizer": [], "benchmarks": [], "context": {}}
+              "tests": [], "mutants": [], "perturb": [], "sanitizer": [], "benchmarks": [], "context": {}}
     for part in loaded.values():
-        for key in ("tests", "mutants", "sanitizer"):
+        for key in ("tests", "mutants", "perturb", "sanitizer"):
             report[key] += part.get(key, [])
         report["benchmarks"] += [derive(b) for b in part.get("benchmarks", [])]
         report["context"].update(part.get("context", {}))
@@ -215,6 +234,7 @@ def merge(parts, out, commit, components_source=None):
         verdict = "caught" if m["caught"] else m.get("status", "survived").upper()
         failed = f" ({m['failed']}/{m['tests']} tests failed)" if "tests" in m else ""
         print(f"mutant {m['mutant']:<24} {verdict}{failed}")
+    print_race_mutants(report["perturb"])
     for s in report["sanitizer"]:
         print(f"compute-sanitizer {s['tool']:<9} {s['binary']:<16} exit {s['exit']}")
     for b in report["benchmarks"]:
@@ -233,10 +253,17 @@ def merge(parts, out, commit, components_source=None):
 
 def failures_of(report):
     """What makes a record a failing run: a failed test or verify case, a mutant not caught (also one
-    whose run was killed), a sanitizer finding. Missed benchmark goals are findings, not failures."""
+    whose run was killed), a race mutant that no perturbed run caught, a sanitizer finding. Missed
+    benchmark goals are findings, not failures; so is a race the card's own schedule hid."""
     failures = [f"test {t['name']} ({t['binary']})" for t in report["tests"] if t["status"] == "fail"]
     failures += [f"dsv4h verify: {c['case']}" for c in report.get("verify", {}).get("cases", []) if c["status"] != "pass"]
     failures += [f"mutant {m['mutant']}: {m.get('status', 'survived')}" for m in report["mutants"] if not m["caught"]]
+    perturbed = {}
+    for v in report.get("perturb", []):
+        if v["check"] == "perturbed":
+            perturbed.setdefault(v["mutant"], []).append(v["caught"])
+    failures += [f"race mutant {m}: caught in none of its {len(runs)} perturbed runs" for m, runs in perturbed.items()
+                 if not any(runs)]
     failures += [f"compute-sanitizer {s['tool']} {s['binary']}: exit {s['exit']}" for s in report["sanitizer"] if s["exit"] != 0]
     return failures
 

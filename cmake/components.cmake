@@ -4,7 +4,8 @@
 # a new component is its files and no edit anywhere else.
 #
 # Sets DSV4H_COMPONENT_NAMES, DSV4H_COMPONENT_SOURCES (the descriptor files), DSV4H_MUTANT_NAMES
-# (every component's mutants, then `noop`, which changes every kernel) and, per mutant,
+# (every component's mutants, then `noop`, which changes every kernel), DSV4H_RACE_MUTANT_NAMES (the
+# DSV4H_RACE_MUTANT lines: races the card's schedule may hide) and, per mutant,
 # DSV4H_MUTANT_SOURCES_<name> (empty for noop: all kernel sources); and writes
 # ${PROJECT_BINARY_DIR}/generated/component_list.cpp, the registry's list.
 file(GLOB _descriptor_files CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/harness/components/*.cpp)
@@ -12,6 +13,7 @@ list(SORT _descriptor_files)
 set(DSV4H_COMPONENT_NAMES "")
 set(DSV4H_COMPONENT_SOURCES "")
 set(DSV4H_MUTANT_NAMES "")
+set(DSV4H_RACE_MUTANT_NAMES "")
 set(_declarations "")
 set(_calls "")
 foreach(file IN LISTS _descriptor_files)
@@ -24,15 +26,20 @@ foreach(file IN LISTS _descriptor_files)
   list(APPEND DSV4H_COMPONENT_SOURCES ${file})
   string(APPEND _declarations "Component ${name}_component();\n")
   string(APPEND _calls "      ${name}_component(),\n")
-  file(STRINGS ${file} _mutant_lines REGEX "DSV4H_MUTANT\\([a-z0-9_]+, \"[^\"]*\"")
+  file(STRINGS ${file} _mutant_lines REGEX "DSV4H_(RACE_)?MUTANT\\([a-z0-9_]+, \"[^\"]*\"")
   foreach(line IN LISTS _mutant_lines)
-    string(REGEX REPLACE ".*DSV4H_MUTANT\\(([a-z0-9_]+), \"([^\"]*)\".*" "\\1;\\2" parts "${line}")
-    list(GET parts 0 mutant)
-    list(GET parts 1 sources)
-    if(mutant IN_LIST DSV4H_MUTANT_NAMES)
+    string(REGEX MATCH "DSV4H_(RACE_)?MUTANT\\(([a-z0-9_]+), \"([^\"]*)\"" _match "${line}")
+    set(race "${CMAKE_MATCH_1}")
+    set(mutant "${CMAKE_MATCH_2}")
+    set(sources "${CMAKE_MATCH_3}")
+    if(mutant IN_LIST DSV4H_MUTANT_NAMES OR mutant IN_LIST DSV4H_RACE_MUTANT_NAMES)
       message(FATAL_ERROR "mutant ${mutant} declared twice (again in ${file})")
     endif()
-    list(APPEND DSV4H_MUTANT_NAMES ${mutant})
+    if(race)
+      list(APPEND DSV4H_RACE_MUTANT_NAMES ${mutant})
+    else()
+      list(APPEND DSV4H_MUTANT_NAMES ${mutant})
+    endif()
     separate_arguments(sources UNIX_COMMAND "${sources}")
     set(DSV4H_MUTANT_SOURCES_${mutant} ${sources})
   endforeach()

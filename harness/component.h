@@ -30,6 +30,7 @@ struct Mutant {
   std::string name;
   std::vector<std::string> kernel_sources;  // file names under kernels/
   std::string bug;
+  bool race = false;  // caught where the schedule is perturbed (ci/gpu-suite perturb), not required plain
 };
 
 struct Component {

@@ -24,11 +24,14 @@
 // A mutant of the component: its name (DSV4H_MUTANT_<NAME> in the kernel sources), the kernel
 // sources it changes (space-separated file names under kernels/) and the bug it plants. The build
 // reads these lines from the descriptor's source, so each stays on one line.
-#define DSV4H_MUTANT(name, sources, bug) ::dsv4h::make_mutant(#name, sources, bug)
+#define DSV4H_MUTANT(name, sources, bug) ::dsv4h::make_mutant(#name, sources, bug, false)
+// A mutant whose bug is a race: the card's own schedule may hide it, so ci/gpu-suite's perturb
+// phase runs it plain, under racecheck and with the schedule perturbed (kernels/portability.h).
+#define DSV4H_RACE_MUTANT(name, sources, bug) ::dsv4h::make_mutant(#name, sources, bug, true)
 
 namespace dsv4h {
 
-Mutant make_mutant(const std::string& name, const std::string& sources, const std::string& bug);
+Mutant make_mutant(const std::string& name, const std::string& sources, const std::string& bug, bool race);
 
 // The goals' JSON, checked for the fields every goal needs; a logic_error naming the component.
 nlohmann::json parse_goals(const std::string& component, const std::string& text);

@@ -74,7 +74,11 @@
 // row 0's values when one row is real (torch's copy_ of a 1-row src), META_TAIL_NOT_RESET leaves
 // the tail rows as an earlier replay left them, META_EXTRA_COLUMNS_STALE copies a narrower staging
 // field into the real rows (`dst[:n, :w].copy_(src)`, spec 6.4) and leaves the columns beyond w as an
-// earlier replay left them. NOOP does nothing.
+// earlier replay left them. META_MISSING_BARRIER (issue 27) drops the barrier between a prefill
+// scan chunk's read of its total and the next chunk's rewrite of the scratch (more than 128
+// requests): a race that gives warps 0-2 a wrong base only when warp 3 runs ahead by the next
+// chunk's first store, which the card's own schedule rarely does and the perturbation build
+// (portability.h) often. NOOP does nothing.
 #include "attn_metadata.h"
 
 #include <algorithm>
@@ -163,12 +167,12 @@ struct UpdateKernelArgs {
 // Inclusive sum of `value` over the block's threads (Hillis-Steele in shared memory).
 __device__ int64_t block_inclusive_sum(int64_t value, int64_t* scratch) {
   scratch[threadIdx.x] = value;
-  __syncthreads();
+  sync_block();
   for (int offset = 1; offset < kThreads; offset <<= 1) {
     const int64_t add = static_cast<int>(threadIdx.x) >= offset ? scratch[threadIdx.x - offset] : 0;
-    __syncthreads();
+    sync_block();
     scratch[threadIdx.x] += add;
-    __syncthreads();
+    sync_block();
   }
   return scratch[threadIdx.x];
 }
@@ -195,9 +199,11 @@ __device__ RowSource locate_by_scan(const UpdateKernelArgs& a, uint32_t n, uint3
       found_token = static_cast<uint32_t>(token - (end - extend));
     }
     base += scratch[kThreads - 1];
-    __syncthreads();  // scratch is rewritten by the next chunk
+#if !defined(DSV4H_MUTANT_META_MISSING_BARRIER)
+    sync_block();  // scratch is rewritten by the next chunk
+#endif
   }
-  __syncthreads();
+  sync_block();
   RowSource s;
   s.request = found_request;
   s.token = found_token;
@@ -478,6 +484,7 @@ __device__ void copy_staging_row(const Set& b, const Set& s, uint32_t row) {
 // instruction fetches of the others cost it time.
 template <bool kFixedTokens, bool kAllAligned, bool kStaging>
 __global__ void __launch_bounds__(kThreads) attn_metadata_update(const UpdateKernelArgs a) {
+  schedule_point();
 #if defined(DSV4H_MUTANT_NOOP)
   if (a.max_reqs < UINT32_MAX) return;
 #endif
@@ -497,7 +504,7 @@ __global__ void __launch_bounds__(kThreads) attn_metadata_update(const UpdateKer
 #endif
 #if defined(DSV4H_MUTANT_META_ROW0_BROADCAST)
   if (n == 1 && index > 0 && index < b.rows) {  // then real_rows is 1: this block builds no row
-    __syncthreads();  // every thread has read locate_by_scan's shared result before it is reused
+    sync_block();  // every thread has read locate_by_scan's shared result before it is reused
     build_row<kAllAligned>(a, load_row<kFixedTokens>(a, 0), RowSink{s, b, index, false, true});
     pad_extra_columns(b, s, index);
     return;

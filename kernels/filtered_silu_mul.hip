@@ -109,6 +109,7 @@ __device__ __forceinline__ uint4 swiglu_vec(uint4 g, uint4 u, float L) {
 // loads take the read-only path and the stores are marked evict-first.
 __global__ void __launch_bounds__(kThreads)
     filtered_silu_mul_vec(FilteredSiluMulArgs args, int tile_rows) {
+  schedule_point();
 #if defined(DSV4H_MUTANT_NOOP)
   if (args.rows >= 0) return;
 #endif
@@ -117,11 +118,11 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t vecs_per_row = args.inter / kVec;
   const int64_t tile0 = int64_t{blockIdx.x} * tile_rows;
   if (threadIdx.x == 0) kept_count = 0;
-  __syncthreads();
+  sync_block();
   const int64_t own_row = tile0 + threadIdx.x;
   if (static_cast<int>(threadIdx.x) < tile_rows && own_row < args.rows && !row_is_filtered(args, own_row))
     kept_in_tile[atomicAdd(&kept_count, 1)] = static_cast<int>(threadIdx.x);
-  __syncthreads();
+  sync_block();
   const int kept = kept_count;
   for (int k0 = 0; k0 < kept; k0 += kRowsPerStep) {
     for (int64_t v = threadIdx.x; v < vecs_per_row; v += kThreads) {

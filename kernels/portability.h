@@ -162,6 +162,56 @@ __device__ __forceinline__ float max_over_lanes(float value, int width) {
 }
 #endif
 
+#if defined(__CUDACC__) || defined(__HIPCC__)
+// Schedule perturbation (issue 27). A missing barrier passes the tests and racecheck alike when a
+// card runs a block's warps in the same lucky order every time. With DSV4H_PERTURB_SCHEDULE (the
+// *_perturb kernel libraries) each warp sleeps 0-4 us at a kernel's schedule_point() and before and
+// after every sync_block(), so that warps overtake each other. The delay hashes the block, the warp
+// and the SM clock read at the call: no seed to set, every launch and every run differs (a fixed
+// pattern would not replay a failure anyway, as the card's own interleaving does not repeat; a
+// failing case is rerun under the perturbed binary). Without the definition: nothing, and a barrier.
+#if defined(DSV4H_PERTURB_SCHEDULE)
+__device__ __forceinline__ uint32_t perturb_hash(uint32_t x) {  // a 32-bit integer mix (lowbias32)
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  return x ^ (x >> 16);
+}
+
+__device__ __forceinline__ void perturb_sleep() {
+  const uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const uint32_t warp = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) / warpSize;
+  const uint32_t delay_ns =
+      perturb_hash(static_cast<uint32_t>(clock64()) ^ perturb_hash(block * 64u + warp)) & 4095u;
+#if defined(DSV4H_GPU_NVIDIA)
+  __nanosleep(delay_ns);
+#else
+  // s_sleep takes a constant: each s_sleep 1 waits 64 clocks, about 40 ns on gfx90a.
+  for (uint32_t slept = 0; slept < delay_ns; slept += 40) __builtin_amdgcn_s_sleep(1);
+#endif
+}
+#endif
+
+// A kernel's first statement, where its warps may start out of order.
+__device__ __forceinline__ void schedule_point() {
+#if defined(DSV4H_PERTURB_SCHEDULE)
+  perturb_sleep();
+#endif
+}
+
+// __syncthreads(), the only barrier the kernels use.
+__device__ __forceinline__ void sync_block() {
+#if defined(DSV4H_PERTURB_SCHEDULE)
+  perturb_sleep();
+  __syncthreads();
+  perturb_sleep();
+#else
+  __syncthreads();
+#endif
+}
+#endif
+
 #if defined(DSV4H_GPU_AMD)
 inline constexpr const char* kGpuVendor = "amd";
 #else

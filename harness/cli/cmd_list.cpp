@@ -22,7 +22,7 @@ nlohmann::json component_json(const Component& c) {
   for (const ParamSpec& p : c.params)
     params.push_back({{"name", p.name}, {"kind", p.kind == ParamKind::integer ? "integer" : "real"},
                       {"default", p.default_value}, {"help", p.help}});
-  for (const Mutant& m : c.mutants) mutants.push_back({{"name", m.name}, {"kernel_sources", m.kernel_sources}, {"bug", m.bug}});
+  for (const Mutant& m : c.mutants) mutants.push_back({{"name", m.name}, {"kernel_sources", m.kernel_sources}, {"bug", m.bug}, {"race", m.race}});
   return {{"name", c.name}, {"summary", c.summary}, {"gpu_kernel", static_cast<bool>(c.gpu)}, {"params", params},
           {"verify_cases", c.verify_cases}, {"batch_param", c.batch_param}, {"replay_case", c.replay_case},
           {"mutants", mutants}, {"gpu_tests", c.gpu_tests},

@@ -371,6 +371,7 @@ Component attn_metadata_component() {
       DSV4H_MUTANT(meta_full_shape_copy, "attn_metadata.hip", "every staging row copied, stale ones too, and no tail padded (finding 2)"),
       DSV4H_MUTANT(meta_row0_broadcast, "attn_metadata.hip", "one real row broadcast to every buffer row (torch's copy_ of a 1-row src)"),
       DSV4H_MUTANT(meta_tail_not_reset, "attn_metadata.hip", "the tail rows left as an earlier replay left them"),
+      DSV4H_RACE_MUTANT(meta_missing_barrier, "attn_metadata.hip", "no barrier before a prefill scan chunk rewrites the shared scratch: a race"),
       DSV4H_MUTANT(meta_extra_columns_stale, "attn_metadata.hip", "a narrower field copied as dst[:n, :w], the columns beyond w stale (spec 6.4)"),
   };
   d.gpu_tests = "*AttnMetadata*:*MetadataGpu*";

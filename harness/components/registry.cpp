@@ -45,8 +45,8 @@ nlohmann::json parse_goals(const std::string& component, const std::string& text
   return goals;
 }
 
-Mutant make_mutant(const std::string& name, const std::string& sources, const std::string& bug) {
-  Mutant m{name, {}, bug};
+Mutant make_mutant(const std::string& name, const std::string& sources, const std::string& bug, bool race) {
+  Mutant m{name, {}, bug, race};
   std::istringstream words(sources);
   for (std::string source; words >> source;) m.kernel_sources.push_back(source);
   return m;
