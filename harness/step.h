@@ -43,7 +43,7 @@ struct StepDescriptor {
   std::vector<std::string> verify_cases;
   std::string batch_param;  // an integer member of P; each stage pads its own inputs at its own bucket
   std::string replay_case;
-  std::string gpu_tests;
+  std::string gpu_tests;  // the step's own GPU tests, beside the generic ones (`*<name>*`)
   std::vector<std::string> relation_cases;
   std::vector<TypedStage<P>> stages;
 };
@@ -66,7 +66,10 @@ Component compose(StepDescriptor<P> d) {
   shell.verify_cases = d.verify_cases;
   shell.batch_param = d.batch_param;
   shell.replay_case = d.replay_case;
-  shell.gpu_tests = d.gpu_tests;
+  // As erase() does: the generic GPU tests (tests/gpu/test_components_*.cpp) name their cases
+  // after the component; a step has no benchmark goals of its own.
+  shell.gpu_tests = "*" + d.name + "*" + (d.gpu_tests.empty() ? "" : ":" + d.gpu_tests);
+  shell.goals = nlohmann::json::array();
   shell.relation_cases = d.relation_cases;
   std::vector<StepStage> stages;
   for (TypedStage<P>& s : d.stages) {
