@@ -61,18 +61,18 @@ std::vector<Side> split_sides(const Case& params, const Case& subject, int64_t n
 }
 
 struct RelationKind {
-  RelationSpec spec;
+  std::string name;
+  std::vector<ParamSpec> params;
   std::function<std::vector<Side>(const Case& params, const Case& subject, int64_t n)> sides;
 };
 
 const std::vector<RelationKind>& relation_kinds() {
   static const std::vector<RelationKind> kinds = {
-      {{"batch_invariance", "a request's outputs do not depend on its neighbours: one alone, and a random split into chunks",
-        {{"chunks", ParamKind::integer, "3", "contiguous chunks of the random split (>= 2)"}}},
+      {"batch_invariance", {{"chunks", ParamKind::integer, "3", "contiguous chunks of the random split (>= 2)"}},
        batch_invariance_sides},
-      {{"split", "one step equals the same work split into successive steps, each starting from the state the last left",
-        {{"at", ParamKind::integer, "-1", "split into [0, at) and [at, rows); -1: use every"},
-         {"every", ParamKind::integer, "0", "steps of this many rows (1 = token by token); 0: use at"}}},
+      {"split",
+       {{"at", ParamKind::integer, "-1", "split into [0, at) and [at, rows); -1: use every"},
+        {"every", ParamKind::integer, "0", "steps of this many rows (1 = token by token); 0: use at"}},
        split_sides},
   };
   return kinds;
@@ -80,9 +80,9 @@ const std::vector<RelationKind>& relation_kinds() {
 
 const RelationKind& kind_of(const std::string& name) {
   for (const RelationKind& k : relation_kinds())
-    if (k.spec.name == name) return k;
+    if (k.name == name) return k;
   std::string names;
-  for (const RelationKind& k : relation_kinds()) names += (names.empty() ? "" : ", ") + k.spec.name;
+  for (const RelationKind& k : relation_kinds()) names += (names.empty() ? "" : ", ") + k.name;
   throw BadInput("unknown relation \"" + name + "\" (known: " + names + ")");
 }
 
@@ -152,21 +152,10 @@ void check_on(const Component& component, const Case& subject, const TensorMap& 
 
 }  // namespace
 
-const std::vector<RelationSpec>& relation_specs() {
-  static const std::vector<RelationSpec> specs = [] {
-    std::vector<RelationSpec> s;
-    for (const RelationKind& k : relation_kinds()) s.push_back(k.spec);
-    return s;
-  }();
-  return specs;
-}
-
 std::string RelationCase::str() const {
   std::string params;
-  for (const RelationSpec& spec : relation_specs())
-    if (spec.name == relation.component())
-      for (const ParamSpec& p : spec.params)
-        params += (params.empty() ? "" : ",") + p.name + "=" + std::to_string(relation.integer(p.name));
+  for (const ParamSpec& p : kind_of(relation.component()).params)
+    params += (params.empty() ? "" : ",") + p.name + "=" + std::to_string(relation.integer(p.name));
   return relation.component() + "(" + params + "):" + subject.str();
 }
 
@@ -178,7 +167,7 @@ RelationCase parse_relation_case(const std::string& text, uint64_t default_seed)
     throw BadInput("relation case \"" + text + "\": expected RELATION(key=value,...):COMPONENT_CASE");
   auto [name, values] = split_case_string(text.substr(0, colon));
   const RelationKind& kind = kind_of(name);
-  return {Case(name, kind.spec.params, values, 0), parse_case(text.substr(colon + 1), default_seed)};
+  return {Case(name, kind.params, values, 0), parse_case(text.substr(colon + 1), default_seed)};
 }
 
 CaseResult run_relation(const Component& component, const RelationCase& rc, GpuBackend* gpu) {

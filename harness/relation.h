@@ -22,7 +22,6 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
 #include "case_spec.h"
 #include "component.h"
@@ -30,15 +29,6 @@
 #include "verify.h"
 
 namespace dsv4h {
-
-struct RelationSpec {
-  std::string name;
-  std::string summary;
-  std::vector<ParamSpec> params;
-};
-
-// Every relation a case may name.
-const std::vector<RelationSpec>& relation_specs();
 
 struct RelationCase {
   Case relation;  // the relation's parameters, as a case of the relation's name

@@ -4,8 +4,9 @@
 // out location, lengths, position, SWA indices) expanded to the bs * topk draft rows. The names and
 // shapes line up with no adapter: attn_metadata's buffer fields in decode mode are [bs, cols] at the
 // capture widths of (ctx, index_topk), which are mtp_expand's inputs at the same ctx and index_topk.
-// It has no mutants of its own: its stages' mutants break it too, and its GPU tests
-// (tests/gpu/test_steps_gpu.cpp) are what its gpu_tests filter selects.
+// It has no mutants of its own: its stages' mutants break it too (each judged on its own stage's
+// checks). Its gpu_tests filter selects the generic component tests of its name and its own
+// (tests/gpu/test_steps_gpu.cpp), which the noop mutant must fail.
 #include <string>
 
 #include "../step.h"

@@ -1,6 +1,6 @@
 // Consistency relations on the reference: every declared relation case holds, and each relation
 // fails on a run that breaks what it states (a row that reads its neighbour, requests expanded out
-// of order, a step that forgets the pool an earlier step wrote): a check that cannot fail is a
+// of order, a first row broadcast, a step that forgets the pool an earlier step wrote): a check that cannot fail is a
 // defect. Also the relation case grammar.
 #include <gtest/gtest.h>
 
@@ -47,7 +47,11 @@ TEST(RelationCase, BadRelationsAreBadInput) {
   EXPECT_EQ(status("split(at=8):mtp_expand(bs=8)"), CaseStatus::bad_input);          // not inside the batch
   EXPECT_EQ(status("batch_invariance:mtp_expand(bs=1)"), CaseStatus::bad_input);      // nothing to split
   EXPECT_EQ(status("batch_invariance:filtered_silu_mul(rows=40,step=4)"), CaseStatus::bad_input);
-  EXPECT_EQ(status("batch_invariance:attn_metadata(bs=8)"), CaseStatus::bad_input);  // no slice_batch
+  EXPECT_EQ(status("batch_invariance:attn_metadata(bs=8,mode=1)"), CaseStatus::bad_input);  // prefill packs rows
+  Component unsliced = registry().get("mtp_expand");
+  unsliced.slice_batch = nullptr;
+  EXPECT_EQ(run_relation(unsliced, parse_relation_case("batch_invariance:mtp_expand(bs=8)"), nullptr).status,
+            CaseStatus::bad_input);
 }
 
 TEST(Relations, EveryDeclaredRelationCaseHoldsOnTheReference) {
@@ -59,7 +63,7 @@ TEST(Relations, EveryDeclaredRelationCaseHoldsOnTheReference) {
       EXPECT_EQ(r.repro, "dsv4h run --case '" + r.case_text + "'");
       ++declared;
     }
-  EXPECT_GE(declared, 6);
+  EXPECT_GE(declared, 9);
 }
 
 TEST(Relations, SplitAtEveryRowAndAnyPointHolds) {
@@ -105,6 +109,20 @@ TEST(Relations, BatchInvarianceFailsWhenRequestsMove) {
     real(c, reversed, outputs);
   };
   const CaseResult r = run_relation(broken, parse_relation_case("batch_invariance(chunks=4):mtp_expand(bs=20,topk=2)"), nullptr);
+  EXPECT_EQ(r.status, CaseStatus::fail);
+  EXPECT_TRUE(failed_on_reference(r)) << r.report();
+}
+
+// The broken metadata broadcasts the batch's first row to every row (torch's copy_ of a 1-row
+// source): each sub-batch then holds its own first request's values instead.
+TEST(Relations, BatchInvarianceFailsWhenTheFirstRowIsBroadcast) {
+  Component broken = registry().get("attn_metadata");
+  broken.reference = [real = broken.reference](const Case& c, const TensorMap& inputs, TensorMap& outputs) {
+    real(c, inputs, outputs);
+    HostTensor& raw = outputs.at("raw_out_loc");
+    for (int64_t r = 1; r < raw.numel(); ++r) raw.set_bits(r, raw.bits(0));
+  };
+  const CaseResult r = run_relation(broken, parse_relation_case("batch_invariance:attn_metadata(bs=8,mode=0)"), nullptr);
   EXPECT_EQ(r.status, CaseStatus::fail);
   EXPECT_TRUE(failed_on_reference(r)) << r.report();
 }

@@ -71,6 +71,11 @@ TEST(MtpExpandRelations, HoldOnTheGpu) {
   expect_relations_hold(gpu, "mtp_expand");
 }
 
+TEST(AttnMetadataRelations, HoldOnTheGpu) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  expect_relations_hold(gpu, "attn_metadata");
+}
+
 TEST(MemoryPoolRelations, HoldOnTheGpu) {
   DSV4H_GPU_OR_SKIP(gpu);
   expect_relations_hold(gpu, "memory_pool");
