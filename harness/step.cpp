@@ -102,7 +102,7 @@ Case stage_case(const Component& component, const std::string& text, uint64_t se
   return Case(name, component.params, values, seed);
 }
 
-Component compose_stages(Component step, std::vector<StepStage> stages) {
+Component compose_stages(Component step, std::vector<StepStage> stages, std::vector<std::string> slice_defaults) {
   const auto shared = std::make_shared<const std::vector<StepStage>>(std::move(stages));
   const std::string name = step.name;
   for (const StepStage& stage : *shared)
@@ -168,11 +168,48 @@ Component compose_stages(Component step, std::vector<StepStage> stages) {
     return checks;
   };
 
-  bool every_stage_pads = true, every_stage_launches = true;
+  // What the shell held is replaced, also where a stage cannot supply it.
+  step.state_outputs.clear();
+  for (const StepStage& stage : *shared)
+    for (const std::string& output : stage.component.state_outputs) step.state_outputs.push_back(stage.name + "." + output);
+  step.pad_batch = nullptr;
+  step.slice_batch = nullptr;
+  step.gpu = nullptr;
+
+  bool every_stage_pads = true, every_stage_slices = true, every_stage_launches = true;
   for (const StepStage& stage : *shared) {
     every_stage_pads = every_stage_pads && static_cast<bool>(stage.component.pad_batch);
+    every_stage_slices = every_stage_slices && static_cast<bool>(stage.component.slice_batch);
     every_stage_launches = every_stage_launches && static_cast<bool>(stage.component.gpu);
   }
+  // Each stage slices the step inputs it owns (its batch counts the step's rows); what it reads
+  // from an earlier stage is no input of the sub-step, which computes it again, but its slice of
+  // those values says where the stage's output rows sit. A stage whose sub-case is not the
+  // sub-step's stage case would check something else: a logic_error.
+  if (every_stage_slices)
+    step.slice_batch = [shared, name, params = step.params, batch_param = step.batch_param, slice_defaults,
+                        make_outputs = step.make_outputs](const Case& c, const TensorMap& inputs, int64_t begin, int64_t end) {
+      Case sub = c.with(batch_param, std::to_string(end - begin));
+      for (const std::string& param : slice_defaults)
+        for (const ParamSpec& spec : params)
+          if (spec.name == param) sub = sub.with(param, spec.default_value);
+      TensorMap outputs = make_outputs(c);
+      run_references(*shared, c, inputs, outputs);
+      BatchSlice slice{sub, {}, {}};
+      for (const StepStage& stage : *shared) {
+        const Case stage_case = stage.case_of(c);
+        if (stage_case.integer(stage.component.batch_param) != c.integer(batch_param))
+          throw std::logic_error(name + ": stage " + stage.name + "'s batch is not the step's rows");
+        BatchSlice part = stage.component.slice_batch(stage_case, host_stage_inputs(stage, inputs, outputs), begin, end);
+        if (part.c.str() != stage.case_of(sub).str())
+          throw std::logic_error(name + ": stage " + stage.name + " slices to " + part.c.str() + ", the sub-step runs " +
+                                 stage.case_of(sub).str());
+        for (auto& [input, t] : part.inputs)
+          if (inputs.count(stage.name + "." + input)) slice.inputs.emplace(stage.name + "." + input, std::move(t));
+        for (const auto& [output, row] : part.output_rows) slice.output_rows.emplace(stage.name + "." + output, row);
+      }
+      return slice;
+    };
   // Each stage pads the step inputs it owns at its own bucket (its batch parameter at the step's
   // bucket case), seeing only those; what later stages read from earlier ones is padded by being
   // computed from padded inputs.

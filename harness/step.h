@@ -45,6 +45,9 @@ struct StepDescriptor {
   std::string replay_case;
   std::string gpu_tests;  // the step's own GPU tests, beside the generic ones (`*<name>*`)
   std::vector<std::string> relation_cases;
+  // Parameters a sub-batch of the step (relation.h) takes at their defaults, because its inputs
+  // say what they say for the whole batch (e.g. the real request count, which is data).
+  std::vector<std::string> slice_defaults;
   std::vector<TypedStage<P>> stages;
 };
 
@@ -53,9 +56,10 @@ struct StepDescriptor {
 Case stage_case(const Component& component, const std::string& text, uint64_t seed);
 
 // The step behind `shell` (its name, summary, params, cases, batch parameter, GPU test filter):
-// every function of a Component, composed from the stages. A stage without pad_batch (or without
-// a GPU launcher) leaves the step without one.
-Component compose_stages(Component shell, std::vector<StepStage> stages);
+// every function of a Component, composed from the stages. A stage without pad_batch, slice_batch
+// or a GPU launcher leaves the step without one. A sub-batch of the step is the step's case at the
+// sub-batch's size with `slice_defaults` at their defaults; each stage slices the inputs it owns.
+Component compose_stages(Component shell, std::vector<StepStage> stages, std::vector<std::string> slice_defaults = {});
 
 template <typename P>
 Component compose(StepDescriptor<P> d) {
@@ -78,7 +82,7 @@ Component compose(StepDescriptor<P> d) {
     };
     stages.push_back({s.name, s.component, std::move(case_of), s.inputs});
   }
-  return compose_stages(std::move(shell), std::move(stages));
+  return compose_stages(std::move(shell), std::move(stages), d.slice_defaults);
 }
 
 }  // namespace dsv4h

@@ -54,6 +54,11 @@ Component mtp_draft_step_component() {
   d.batch_param = "bs";
   d.replay_case = "mtp_draft_step(bs=1,topk=2,ctx=2048,max_seq_len=1300)";
   d.gpu_tests = "*MtpDraftStep*";
+  d.relation_cases = {
+      "batch_invariance(chunks=3):mtp_draft_step(bs=16,real=11,topk=3,ctx=2048,max_seq_len=1300)",
+      "batch_invariance(chunks=4):mtp_draft_step(bs=9,topk=2,temp=1)",
+  };
+  d.slice_defaults = {"real"};  // a sub-batch's real requests are its num_reqs input
   d.stages = {
       {"meta", attn_metadata_component(),
        [](const StepCase& c) {

@@ -1,10 +1,12 @@
 // Composed steps on the CPU (harness/step.h): the MTP draft step's reference is its stages'
 // references run by hand in order, the second on the first's buffers; its padding is its first
-// stage's; and a stage wired to a tensor nobody provides is refused by name.
+// stage's; a batch relation of the step sees a broken stage, and refuses a stage that slices to
+// another case than the sub-step runs; a stage wired to a tensor nobody provides is refused by name.
 #include <gtest/gtest.h>
 
 #include "harness/component.h"
 #include "harness/poison.h"
+#include "harness/relation.h"
 #include "harness/step.h"
 #include "harness/verify.h"
 
@@ -77,6 +79,53 @@ TEST(MtpDraftStepReference, RunsAsAComponentAndPadsWithItsFirstStage) {
   const Case meta_case = parse_case("attn_metadata(bs=3,mode=0,temp=0)", 3);
   expect_bitwise_equal(meta.pad_batch(meta_case, unprefixed(inputs, "meta"), 8),
                        unprefixed(step.pad_batch(c, inputs, 8), "meta"), "padded inputs");
+}
+
+// The draft step composed again by hand, with `expand` as its second stage.
+Component draft_step_with(const Component& expand, std::vector<std::string> slice_defaults) {
+  const auto arg = [](const Case& c, const char* name) { return std::string(name) + "=" + std::to_string(c.integer(name)); };
+  std::vector<StepStage> stages = {
+      {"meta", registry().get("attn_metadata"),
+       [=](const Case& c) {
+         return parse_case("attn_metadata(" + arg(c, "bs") + "," + arg(c, "real") + ",mode=0," + arg(c, "ctx") + "," +
+                           arg(c, "max_seq_len") + "," + arg(c, "temp") + ")", c.seed());
+       },
+       {}},
+      {"expand", expand,
+       [=](const Case& c) { return parse_case("mtp_expand(" + arg(c, "bs") + "," + arg(c, "topk") + "," + arg(c, "ctx") + ",fields=1)", c.seed()); },
+       {}},
+  };
+  for (const char* field : {"raw_out_loc", "seq_lens_casual", "positions_casual", "swa_page_indices", "swa_topk_lengths"})
+    stages[1].inputs.emplace(field, std::string("meta.") + field);
+  return compose_stages(registry().get("mtp_draft_step"), std::move(stages), std::move(slice_defaults));
+}
+
+TEST(ComposedStep, ABatchRelationOfTheStepSeesABrokenStage) {
+  const RelationCase rc = parse_relation_case("batch_invariance(chunks=3):mtp_draft_step(bs=12,real=9,topk=2)");
+  EXPECT_TRUE(run_relation(draft_step_with(registry().get("mtp_expand"), {"real"}), rc, nullptr).passed());
+  // Every draft row of the broken expansion is the batch's first request's.
+  Component broken = registry().get("mtp_expand");
+  broken.reference = [real = broken.reference](const Case& c, const TensorMap& inputs, TensorMap& outputs) {
+    real(c, inputs, outputs);
+    for (auto& [name, t] : outputs) {
+      const int64_t cols = t.shape()[1];
+      for (int64_t i = cols; i < t.numel(); ++i) t.set_bits(i, t.bits(i % cols));
+    }
+  };
+  const CaseResult r = run_relation(draft_step_with(broken, {"real"}), rc, nullptr);
+  EXPECT_EQ(r.status, CaseStatus::fail);
+  bool expand_failed = false;
+  for (const auto& [label, cmp] : r.checks) expand_failed = expand_failed || (!cmp.passed() && cmp.output.rfind("expand.", 0) == 0);
+  EXPECT_TRUE(expand_failed) << r.report();
+}
+
+// Without `real` at its default a sub-batch of 4 would keep real=9: the stage's own slice (9 real
+// requests are data) and the sub-step disagree, and the relation says so instead of checking.
+TEST(ComposedStep, AStageSlicingToAnotherCaseIsAnError) {
+  const RelationCase rc = parse_relation_case("batch_invariance(chunks=3):mtp_draft_step(bs=12,real=9,topk=2)");
+  const CaseResult r = run_relation(draft_step_with(registry().get("mtp_expand"), {}), rc, nullptr);
+  EXPECT_EQ(r.status, CaseStatus::error);
+  EXPECT_NE(r.message.find("slices to attn_metadata("), std::string::npos) << r.message;
 }
 
 TEST(ComposedStep, AStageInputNobodyProvidesIsRefusedByName) {

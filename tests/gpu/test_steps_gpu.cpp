@@ -1,10 +1,11 @@
 // Composed steps and consistency relations on the GPU. The MTP draft step (attn_metadata then
-// mtp_expand over the same device buffers) against its stages' references under two poisons, and
+// mtp_expand over the same device buffers) against its stages' references under two poisons,
 // captured as one graph at the engine's buckets (and coarse ones, where a small batch replays in a
-// graph of 8) and replayed at every batch size up to 64. Each component's relation cases on the
-// GPU, after its whole case against the reference: a relation compares GPU runs with each other,
-// which a kernel that writes nothing would satisfy (the noop mutant must fail every test).
-// Test names follow the components' gpu_tests filters, so a stage's mutant is judged with them.
+// graph of 8) and replayed at every batch size up to 64, and its batch relations. Each component's
+// relation cases on the GPU, after its whole case against the reference: a relation compares GPU
+// runs with each other, which a kernel that writes nothing would satisfy (the noop mutant must
+// fail every test). Test names follow the components' gpu_tests filters, so that a component's
+// mutants are judged on its relations too.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -28,6 +29,19 @@ void expect_replay_passes(GpuBackend& gpu, const std::vector<int64_t>& buckets) 
   for (const std::string& f : r.failures) ADD_FAILURE() << f;
 }
 
+void expect_relations_hold(GpuBackend* gpu, const std::string& name) {
+  const Component& component = registry().get(name);
+  ASSERT_FALSE(component.relation_cases.empty()) << name;
+  for (const std::string& text : component.relation_cases)
+    for (uint64_t seed : {1, 2}) {
+      const RelationCase rc = parse_relation_case(text, seed);
+      const CaseRun whole = run_case(component, rc.subject, gpu);
+      EXPECT_TRUE(whole.result.passed()) << whole.result.report();
+      const CaseResult r = run_relation(component, rc, gpu);
+      EXPECT_TRUE(r.passed()) << r.report();
+    }
+}
+
 TEST(MtpDraftStep, CasesMatchTheReferenceUnderTwoPoisons) {
   DSV4H_GPU_OR_SKIP(gpu);
   const Component& step = registry().get("mtp_draft_step");
@@ -48,17 +62,9 @@ TEST(MtpDraftStep, OneGraphReplayedInCoarseBuckets) {
   expect_replay_passes(*gpu, {8, 64});
 }
 
-void expect_relations_hold(GpuBackend* gpu, const std::string& name) {
-  const Component& component = registry().get(name);
-  ASSERT_FALSE(component.relation_cases.empty()) << name;
-  for (const std::string& text : component.relation_cases)
-    for (uint64_t seed : {1, 2}) {
-      const RelationCase rc = parse_relation_case(text, seed);
-      const CaseRun whole = run_case(component, rc.subject, gpu);
-      EXPECT_TRUE(whole.result.passed()) << whole.result.report();
-      const CaseResult r = run_relation(component, rc, gpu);
-      EXPECT_TRUE(r.passed()) << r.report();
-    }
+TEST(MtpDraftStep, RelationsHoldOnTheGpu) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  expect_relations_hold(gpu, "mtp_draft_step");
 }
 
 TEST(FilteredSiluMulRelations, HoldOnTheGpu) {
