@@ -33,6 +33,15 @@ struct Mutant {
   bool race = false;  // caught where the schedule is perturbed (ci/gpu-suite perturb), not required plain
 };
 
+// Rows [begin, end) of a case's batch as a case of its own (relation.h): the sub-case, its inputs,
+// and, per output that maps to rows of the full run, the full output's row (first dimension) where
+// the sub-case's output starts. Outputs not named (a pool, a scalar) are not compared row by row.
+struct BatchSlice {
+  Case c;
+  TensorMap inputs;
+  std::map<std::string, int64_t> output_rows;
+};
+
 struct Component {
   std::string name;
   std::string summary;
@@ -71,6 +80,13 @@ struct Component {
   std::function<void(const Case&, TensorMap& outputs, Poison poison)> unchecked;
   // Per output, how it is compared; an output not named here is compared under its dtype's class.
   std::function<std::map<std::string, OutputCheck>(const Case&)> checks;
+  // Batch relations (relation.h). Empty where a batch's rows are not independent.
+  std::function<BatchSlice(const Case&, const TensorMap& inputs, int64_t begin, int64_t end)> slice_batch;
+  // Outputs a step updates in place (a pool): a split run's later part starts from what the
+  // earlier part left there, and the parts' final state must equal the whole run's.
+  std::vector<std::string> state_outputs;
+  // Relation cases (relation.h, without seed) that `dsv4h verify` runs for every seed.
+  std::vector<std::string> relation_cases;
   // Enqueues the kernel(s) on `stream` (a hipStream_t); empty in builds without GPU kernels.
   std::function<void(const Case&, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream)> gpu;
 };

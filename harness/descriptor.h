@@ -56,6 +56,9 @@ struct Descriptor {
   std::function<WorkCount(const CaseOf<P>&, const TensorMap& inputs)> work;
   std::function<void(const CaseOf<P>&, TensorMap& outputs, Poison poison)> unchecked;
   std::function<std::map<std::string, OutputCheck>(const CaseOf<P>&)> checks;
+  std::function<BatchSlice(const CaseOf<P>&, const TensorMap& inputs, int64_t begin, int64_t end)> slice_batch;
+  std::vector<std::string> state_outputs;
+  std::vector<std::string> relation_cases;
   std::function<void(const CaseOf<P>&, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream)> gpu;
 };
 
@@ -103,6 +106,9 @@ Component erase(Descriptor<P> d) {
   detail::bind_typed<P>(c.work, d.work);
   detail::bind_typed<P>(c.unchecked, d.unchecked);
   detail::bind_typed<P>(c.checks, d.checks);
+  detail::bind_typed<P>(c.slice_batch, d.slice_batch);
+  c.state_outputs = d.state_outputs;
+  c.relation_cases = d.relation_cases;
   detail::bind_typed<P>(c.gpu, d.gpu);
   return c;
 }

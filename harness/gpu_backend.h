@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,12 @@ class GpuBackend {
   virtual std::string device_name() const = 0;
   // Uploads inputs, poisons the outputs, launches once, waits, and returns what the GPU wrote.
   virtual TensorMap run(const Component& component, const Case& c, const TensorMap& inputs, Poison poison) = 0;
+  // The same over outputs that hold given values (poison, or the state an earlier step left, as a
+  // split relation's later piece starts from): uploads them as they are. A stand-in backend that
+  // cannot (a test's) says so.
+  virtual TensorMap run_over(const Component& component, const Case& c, const TensorMap&, const TensorMap&) {
+    throw std::logic_error(device_name() + " cannot run " + component.name + " from given outputs (" + c.str() + ")");
+  }
   // Captures the component at every bucket, then for every batch 1..max_batch pads fresh inputs to
   // the smallest bucket that holds it, replays that bucket's graph into poisoned outputs, and
   // compares every output with the reference and with an eager launch, both run on the same padded

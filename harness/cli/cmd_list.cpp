@@ -11,10 +11,10 @@ namespace dsv4h::cli {
 namespace {
 const char* kHelp = R"(usage: dsv4h list [--json] [--help]
 
-Prints every registered component: its parameters with their defaults, the cases verify runs, its
-mutants, and whether this build has its GPU kernel. --json prints the same as one JSON document
-(schema_version 1; also each component's GPU test filter, benchmark binary and benchmark goals),
-which the CI scripts read instead of tables of their own.
+Prints every registered component: its parameters with their defaults, the cases and relation
+cases verify runs, its mutants, and whether this build has its GPU kernel. --json prints the same
+as one JSON document (schema_version 1; also each component's GPU test filter, benchmark binary
+and benchmark goals), which the CI scripts read instead of tables of their own.
 )";
 
 nlohmann::json component_json(const Component& c) {
@@ -25,7 +25,7 @@ nlohmann::json component_json(const Component& c) {
   for (const Mutant& m : c.mutants) mutants.push_back({{"name", m.name}, {"kernel_sources", m.kernel_sources}, {"bug", m.bug}, {"race", m.race}});
   return {{"name", c.name}, {"summary", c.summary}, {"gpu_kernel", static_cast<bool>(c.gpu)}, {"params", params},
           {"verify_cases", c.verify_cases}, {"batch_param", c.batch_param}, {"replay_case", c.replay_case},
-          {"mutants", mutants}, {"gpu_tests", c.gpu_tests},
+          {"relation_cases", c.relation_cases}, {"mutants", mutants}, {"gpu_tests", c.gpu_tests},
           {"bench", {{"binary", c.bench_binary}, {"filter", c.bench_filter}}}, {"goals", c.goals}};
 }
 
@@ -51,6 +51,8 @@ int cmd_list(const std::vector<std::string>& argv) {
       std::printf("    %-12s default %-6s %s\n", p.name.c_str(), p.default_value.c_str(), p.help.c_str());
     std::printf("  verify cases (each run for every seed):\n");
     for (const std::string& v : c.verify_cases) std::printf("    %s\n", v.c_str());
+    if (!c.relation_cases.empty()) std::printf("  relation cases (each run for every seed):\n");
+    for (const std::string& r : c.relation_cases) std::printf("    %s\n", r.c_str());
     std::printf("  mutants (the checks must catch each):\n");
     for (const Mutant& m : c.mutants) std::printf("    %-26s %s\n", m.name.c_str(), m.bug.c_str());
   }

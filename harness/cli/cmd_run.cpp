@@ -3,6 +3,7 @@
 
 #include "../case_file.h"
 #include "../errors.h"
+#include "../relation.h"
 #include "../tensor_json.h"
 #include "../verify.h"
 #include "args.h"
@@ -18,7 +19,9 @@ Runs one case on the reference and, where a GPU is present (or --backend gpu), o
 compares them (and, for a fixture with outputs.expected, both with the stored outputs).
 
   --case     a case string, e.g. 'filtered_silu_mul(rows=77,inter=2048,kept=0.5,seed=42)'
-             (missing parameters take their defaults; see dsv4h list), or a case file (JSON)
+             (missing parameters take their defaults; see dsv4h list), or a case file (JSON),
+             or a relation case, e.g. 'batch_invariance(chunks=3):filtered_silu_mul(rows=77,seed=3)'
+             (the same work as sub-batches or successive steps, equal bit for bit; see README)
   --inputs   a JSON document whose "inputs" replace the generated inputs (the schema of --dump)
   --dump     write {"component", "case", "seed", "inputs", "outputs": {"reference", "gpu"}};
              tensors are {"dtype", "shape", "data"}, data flat and row-major, NaN and infinities
@@ -32,6 +35,27 @@ TensorMap load_inputs(const std::string& path) {
   return tensors_from_json(j["inputs"], path + ": inputs");
 }
 
+int exit_code(CaseStatus status) {
+  switch (status) {
+    case CaseStatus::pass: return kPass;
+    case CaseStatus::bad_input: return kBadUsage;
+    default: return kMismatch;
+  }
+}
+
+int run_relation_case(const Args& args, const std::string& text) {
+  if (args.has("--inputs") || args.has("--dump")) throw UsageError("--inputs and --dump take a component case, not a relation case");
+  const RelationCase rc = parse_relation_case(text);
+  std::string note;
+  std::unique_ptr<GpuBackend> gpu = choose_backend(args.get("--backend", "auto"), note);
+  if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
+  const CaseResult result = run_relation(registry().get(rc.subject.component()), rc, gpu.get());
+  std::printf("%s\n", result.report().c_str());
+  for (const auto& [label, cmp] : result.checks)
+    if (cmp.passed()) std::printf("  %s: %s\n", label.c_str(), cmp.summary().c_str());
+  return exit_code(result.status);
+}
+
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& argv) {
@@ -42,6 +66,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   }
   if (!args.has("--case")) throw UsageError("--case is required (see --help)");
   const std::string case_arg = args.get("--case");
+  if (is_relation_case(case_arg)) return run_relation_case(args, case_arg);
   const bool is_file = case_arg.find('(') == std::string::npos &&
                        (std::filesystem::exists(case_arg) || (case_arg.size() > 5 && case_arg.substr(case_arg.size() - 5) == ".json"));
   std::optional<CaseFile> file;
@@ -63,11 +88,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     write_json_file(args.get("--dump"), case_document(c, run.inputs, run.outputs));
     std::fprintf(stderr, "wrote %s\n", args.get("--dump").c_str());
   }
-  switch (run.result.status) {
-    case CaseStatus::pass: return kPass;
-    case CaseStatus::bad_input: return kBadUsage;
-    default: return kMismatch;
-  }
+  return exit_code(run.result.status);
 }
 
 std::unique_ptr<GpuBackend> choose_backend(const std::string& backend, std::string& note) {

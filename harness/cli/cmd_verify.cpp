@@ -6,6 +6,7 @@
 
 #include "../case_file.h"
 #include "../errors.h"
+#include "../relation.h"
 #include "../verify.h"
 #include "args.h"
 #include "commands.h"
@@ -22,9 +23,11 @@ Verifies every registered component (or --component NAME):
     the reference, and the GPU where present, against the stored outputs;
   - the regression fixtures (fixtures/regressions/, shrunk counterexamples): on a GPU against the
     reference, without one the reference alone (against stored outputs where a file has them);
+  - the component's relation cases (dsv4h list) for seeds 1..N: the same work as sub-batches or
+    successive steps equals the whole run bit for bit, on the reference and, on a GPU, the GPU;
   - on a GPU: every verify case (dsv4h list) for seeds 1..N against the reference, each run twice
     under two poisons; graph capture at the bucket sizes and replay at every batch size 1..max-batch.
-Without a GPU only the first two run, and verify says that the GPU checks were skipped.
+Without a GPU only the first three run, and verify says that the GPU checks were skipped.
 
   --seeds N      seeds per verify case (default 3)
   --filter RE    only cases whose canonical string matches the regular expression
@@ -102,13 +105,20 @@ int cmd_verify(const std::vector<std::string>& argv) {
   plans.erase(std::remove_if(plans.begin(), plans.end(),
                              [&](const Plan& p) { return !std::regex_search(p.c.str(), filter); }),
               plans.end());
+  std::vector<std::pair<const Component*, RelationCase>> relations;
+  for (const Component* component : components)
+    for (const std::string& text : component->relation_cases)
+      for (long long s = 1; s <= seeds; ++s) {
+        RelationCase rc = parse_relation_case(text, s);
+        if (std::regex_search(rc.str(), filter)) relations.emplace_back(component, std::move(rc));
+      }
 
   // Nothing checked is not a pass.
-  if (plans.empty() && !(gpu && !args.has("--no-replay")))
+  if (plans.empty() && relations.empty() && !(gpu && !args.has("--no-replay")))
     throw UsageError("nothing to verify: no case matches --filter \"" + args.get("--filter", ".*") + "\" among " +
                      (gpu ? "the verify cases and " : "") + "the fixtures in " + fixtures);
-  std::fprintf(stderr, "dsv4h verify: %zu cases on %s (fixtures: %s)\n", plans.size(),
-               gpu ? gpu->device_name().c_str() : "the CPU reference", fixtures.c_str());
+  std::fprintf(stderr, "dsv4h verify: %zu cases and %zu relation cases on %s (fixtures: %s)\n", plans.size(),
+               relations.size(), gpu ? gpu->device_name().c_str() : "the CPU reference", fixtures.c_str());
   if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
   nlohmann::json results = nlohmann::json::array();
   int failed = 0;
@@ -118,6 +128,12 @@ int cmd_verify(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, plans.size(), run.result.report().c_str());
     failed += !run.result.passed();
     results.push_back(result_to_json(run.result));
+  }
+  for (size_t i = 0; i < relations.size(); ++i) {
+    const CaseResult result = run_relation(*relations[i].first, relations[i].second, gpu.get());
+    std::fprintf(stderr, "[relation %zu/%zu] %s\n", i + 1, relations.size(), result.report().c_str());
+    failed += !result.passed();
+    results.push_back(result_to_json(result));
   }
 
   nlohmann::json replays = nlohmann::json::array();
@@ -150,7 +166,7 @@ int cmd_verify(const std::vector<std::string>& argv) {
     }
   }
 
-  const size_t total = plans.size() + replays.size();
+  const size_t total = plans.size() + relations.size() + replays.size();
   std::printf("dsv4h verify: %zu passed, %d failed (%s)\n", total - failed, failed,
               gpu ? gpu->device_name().c_str() : "CPU reference only");
   if (!gpu) std::printf("%s\n", note.empty() ? "GPU checks skipped: --backend cpu" : note.c_str());

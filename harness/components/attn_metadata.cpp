@@ -272,6 +272,27 @@ TensorMap pad_batch(const MetaCase& c, const TensorMap& inputs, int64_t bucket) 
   return padded;
 }
 
+// Requests are independent where each owns a fixed number of rows (decode, target verify, draft
+// decode): requests [begin, end) are rows [begin, end) * rows per request of every output but the
+// staging row count, and the real requests (a prefix) that fall among them are the slice's. A
+// prefill packs its requests' varying rows, so a sub-batch's padding rows sit elsewhere.
+BatchSlice slice_batch(const MetaCase& c, const TensorMap& inputs, int64_t begin, int64_t end) {
+  const Sizes s = sizes_of(c);
+  if (s.mode == Mode::prefill) throw BadInput("attn_metadata: batch relations need a fixed number of rows per request, not prefill");
+  const int32_t real = inputs.at("num_reqs").data<int32_t>()[0];
+  HostTensor num_reqs(DType::i32, {1});
+  num_reqs.data<int32_t>()[0] = static_cast<int32_t>(std::clamp<int64_t>(real - begin, 0, end - begin));
+  BatchSlice slice{c.untyped().with("bs", std::to_string(end - begin)).with("real", "-1"),
+                   {{"req_to_token", inputs.at("req_to_token")}, {"full_to_swa", inputs.at("full_to_swa")},
+                    {"swa_kv", inputs.at("swa_kv")}, {"num_reqs", std::move(num_reqs)},
+                    {"out_cache_loc", inputs.at("out_cache_loc").rows(begin * s.rows_per_req, end * s.rows_per_req)}},
+                   {}};
+  for (const char* name : {"req_pool_indices", "seq_lens", "extend_lens"}) slice.inputs.emplace(name, inputs.at(name).rows(begin, end));
+  for (const auto& [name, t] : make_outputs(c))
+    if (name != "temp_num_rows") slice.output_rows.emplace(name, begin * s.rows_per_req);
+  return slice;
+}
+
 WorkCount work(const MetaCase& c, const TensorMap& inputs) {
   const Sizes s = sizes_of(c);
   reference::StepInputs in;
@@ -399,6 +420,12 @@ Component attn_metadata_component() {
   d.reference = run_reference;
   d.pad_batch = pad_batch;
   d.work = work;
+  d.slice_batch = slice_batch;
+  d.relation_cases = {
+      "batch_invariance(chunks=3):attn_metadata(bs=16,real=11,mode=0,ctx=2048,max_seq_len=1300)",
+      "batch_invariance(chunks=4):attn_metadata(bs=12,real=12,mode=2,extend=3,temp=0)",
+      "batch_invariance(chunks=3):attn_metadata(bs=9,real=6,mode=3,topk=2)",
+  };
 #if DSV4H_GPU_LAYER
   d.gpu = launch;
 #endif

@@ -139,6 +139,16 @@ WorkCount work(const SiluCase& c, const TensorMap& inputs) {
           static_cast<double>(kept_rows * s.inter * 4)};
 }
 
+// Token rows are independent; with step > 1 an expert id covers a block of rows, so the batch
+// relations need step = 1, as graph padding does.
+BatchSlice slice_batch(const SiluCase& c, const TensorMap& inputs, int64_t begin, int64_t end) {
+  if (c.step != 1) throw BadInput("filtered_silu_mul: batch relations slice token rows, which needs step = 1");
+  return {c.untyped().with("rows", std::to_string(end - begin)),
+          {{"gate_up", inputs.at("gate_up").rows(begin, end)},
+           {"expert_ids", inputs.at("expert_ids").rows(begin, end)}},
+          {{"out", begin}}};
+}
+
 #if DSV4H_GPU_LAYER
 void launch(const SiluCase& c, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream) {
   FilteredSiluMulArgs args;
@@ -211,6 +221,11 @@ Component filtered_silu_mul_component() {
   d.reference = run_reference;
   d.pad_batch = pad_batch;
   d.work = work;
+  d.slice_batch = slice_batch;
+  d.relation_cases = {
+      "batch_invariance(chunks=3):filtered_silu_mul(rows=77,inter=520,kept=0.75)",
+      "batch_invariance(chunks=5):filtered_silu_mul(rows=300,inter=64,kept=0.5,adversarial=1)",
+  };
 #if DSV4H_GPU_LAYER
   d.gpu = launch;
 #endif

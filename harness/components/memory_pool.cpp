@@ -292,6 +292,28 @@ WorkCount work(const MemoryPoolCase& c, const TensorMap& inputs) {
   return {bytes, 0};
 }
 
+// Tokens [begin, end) of every layer of a [layers, tokens, dims] latent input.
+HostTensor tokens_of(const HostTensor& latents, int64_t begin, int64_t end) {
+  const int64_t layers = latents.shape()[0], tokens = latents.shape()[1], row_bytes = latents.shape()[2] * 2;
+  HostTensor out(latents.dtype(), {layers, end - begin, latents.shape()[2]});
+  for (int64_t layer = 0; layer < layers; ++layer)
+    std::memcpy(out.bytes() + layer * (end - begin) * row_bytes, latents.bytes() + (layer * tokens + begin) * row_bytes,
+                static_cast<size_t>((end - begin) * row_bytes));
+  return out;
+}
+
+// A step's rows store independently (no two rows share a slot): rows [begin, end) are a step of
+// their own over the same pools and mapping, which are state a split run carries from one part to
+// the next.
+BatchSlice slice_batch(const MemoryPoolCase& c, const TensorMap& inputs, int64_t begin, int64_t end) {
+  BatchSlice slice{c.untyped().with("tokens", str(end - begin)), {{"full_to_swa", inputs.at("full_to_swa")}}, {}};
+  for (const char* name : {"out_cache_loc", "seq_lens", "stale_swa_loc"})
+    slice.inputs.emplace(name, inputs.at(name).rows(begin, end));
+  for (const char* name : {"kv", "compressed_kv", "index_k"}) slice.inputs.emplace(name, tokens_of(inputs.at(name), begin, end));
+  for (const char* name : {"swa_out_loc", "c4_out_loc", "c128_out_loc"}) slice.output_rows.emplace(name, begin);
+  return slice;
+}
+
 }  // namespace
 
 MemoryPoolSizes memory_pool_sizes(const MemoryPoolCase& c) {
@@ -385,6 +407,13 @@ Component memory_pool_component() {
   d.pad_batch = pad_batch;
   d.work = work;
   d.unchecked = sink_unchecked;
+  d.slice_batch = slice_batch;
+  d.state_outputs = {"swa_pool", "c4_pool", "c128_pool", "indexer_pool"};
+  d.relation_cases = {
+      "split(at=100):memory_pool(tokens=300,per_request=300,history=1000,full_pages=8,swa_pages=4)",
+      "split(every=1):memory_pool(tokens=24,per_request=4,layers=5,order=2)",
+      "batch_invariance(chunks=3):memory_pool(tokens=64,per_request=8,layers=5)",
+  };
 #if DSV4H_GPU_LAYER
   d.gpu = [](const MemoryPoolCase& c, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream) {
     launch_memory_pool_case(c.untyped(), inputs, outputs, stream);

@@ -132,6 +132,16 @@ WorkCount work(const MtpCase& c, const TensorMap&) {
   return {4.0 * static_cast<double>(sizes_of(c).row_cols * c.bs * (1 + c.topk)), 0};
 }
 
+// Requests are independent: requests [begin, end) are the draft rows [begin * topk, end * topk).
+BatchSlice slice_batch(const MtpCase& c, const TensorMap& inputs, int64_t begin, int64_t end) {
+  BatchSlice slice{c.untyped().with("bs", std::to_string(end - begin)), {}, {}};
+  for (const MetadataField& f : sizes_of(c).fields) {
+    slice.inputs.emplace(f.name, inputs.at(f.name).rows(begin, end));
+    slice.output_rows.emplace(f.name, begin * c.topk);
+  }
+  return slice;
+}
+
 #if DSV4H_GPU_LAYER
 // Every field of the case in one launch; inputs and outputs share the field names.
 void launch(const MtpCase& c, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream) {
@@ -186,6 +196,11 @@ Component mtp_expand_component() {
   d.reference = run_reference;
   d.pad_batch = pad_batch;
   d.work = work;
+  d.slice_batch = slice_batch;
+  d.relation_cases = {
+      "batch_invariance(chunks=3):mtp_expand(bs=33,topk=3)",
+      "batch_invariance(chunks=4):mtp_expand(bs=64,topk=2,fields=1)",
+  };
 #if DSV4H_GPU_LAYER
   d.gpu = launch;
 #endif

@@ -22,19 +22,29 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (data_) (void)hipFree(data_);  // a destructor must not throw; a failed free leaks only
+  if (data_ && owned_) (void)hipFree(data_);  // a destructor must not throw; a failed free leaks only
 }
 
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), bytes_(other.bytes_) {
+DeviceBuffer DeviceBuffer::view_of(const DeviceBuffer& owner) {
+  DeviceBuffer view;
+  view.data_ = owner.data_;
+  view.bytes_ = owner.bytes_;
+  view.owned_ = false;
+  return view;
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : data_(other.data_), bytes_(other.bytes_), owned_(other.owned_) {
   other.data_ = nullptr;
   other.bytes_ = 0;
 }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
-    if (data_) (void)hipFree(data_);
+    if (data_ && owned_) (void)hipFree(data_);
     data_ = other.data_;
     bytes_ = other.bytes_;
+    owned_ = other.owned_;
     other.data_ = nullptr;
     other.bytes_ = 0;
   }
@@ -82,6 +92,17 @@ TensorMap DeviceTensorMap::download() const {
   TensorMap host;
   for (const auto& [name, t] : tensors_) host[name] = t.download();
   return host;
+}
+
+std::vector<std::string> DeviceTensorMap::names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : tensors_) names.push_back(name);
+  return names;
+}
+
+void DeviceTensorMap::alias(const std::string& name, const DeviceTensor& tensor) {
+  DeviceTensor view{tensor.dtype, tensor.shape, DeviceBuffer::view_of(tensor.buffer)};
+  if (!tensors_.emplace(name, std::move(view)).second) throw std::logic_error("device tensor \"" + name + "\" given twice");
 }
 
 const DeviceTensor& DeviceTensorMap::at(const std::string& name) const {

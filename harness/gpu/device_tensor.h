@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "../../kernels/portability.h"
 #include "../tensor.h"
@@ -20,6 +21,9 @@ class DeviceBuffer {
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  // A view of memory another buffer owns: never freed, never allocated (so it may be made while a
+  // graph is being captured).
+  static DeviceBuffer view_of(const DeviceBuffer& owner);
 
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
@@ -27,6 +31,7 @@ class DeviceBuffer {
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  bool owned_ = true;
 };
 
 struct DeviceTensor {
@@ -49,6 +54,11 @@ class DeviceTensorMap {
   template <typename T>
   T* data(const std::string& name) const { return static_cast<T*>(at(name).buffer.data()); }
   const DeviceTensor& at(const std::string& name) const;
+  bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
+  std::vector<std::string> names() const;
+  // Adds `name` as a view of `tensor` (no copy): a composed step hands an earlier stage's output
+  // buffer to a later stage as its input. `tensor` must outlive this map.
+  void alias(const std::string& name, const DeviceTensor& tensor);
 
  private:
   std::map<std::string, DeviceTensor> tensors_;
