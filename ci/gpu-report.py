@@ -10,6 +10,7 @@
                                   (the record still written) on a failed test or verify case, a
                                   mutant not caught or a sanitizer finding, naming each, 2 on bad
                                   input.
+  verdict PART.json               the same failures of one part (ci/gpu-suite's exit code).
 """
 import argparse
 import csv
@@ -255,16 +256,16 @@ def failures_of(report):
     """What makes a record a failing run: a failed test or verify case, a mutant not caught (also one
     whose run was killed), a race mutant that no perturbed run caught, a sanitizer finding. Missed
     benchmark goals are findings, not failures; so is a race the card's own schedule hid."""
-    failures = [f"test {t['name']} ({t['binary']})" for t in report["tests"] if t["status"] == "fail"]
+    failures = [f"test {t['name']} ({t['binary']})" for t in report.get("tests", []) if t["status"] == "fail"]
     failures += [f"dsv4h verify: {c['case']}" for c in report.get("verify", {}).get("cases", []) if c["status"] != "pass"]
-    failures += [f"mutant {m['mutant']}: {m.get('status', 'survived')}" for m in report["mutants"] if not m["caught"]]
+    failures += [f"mutant {m['mutant']}: {m.get('status', 'survived')}" for m in report.get("mutants", []) if not m["caught"]]
     perturbed = {}
     for v in report.get("perturb", []):
         if v["check"] == "perturbed":
             perturbed.setdefault(v["mutant"], []).append(v["caught"])
     failures += [f"race mutant {m}: caught in none of its {len(runs)} perturbed runs" for m, runs in perturbed.items()
                  if not any(runs)]
-    failures += [f"compute-sanitizer {s['tool']} {s['binary']}: exit {s['exit']}" for s in report["sanitizer"] if s["exit"] != 0]
+    failures += [f"compute-sanitizer {s['tool']} {s['binary']}: exit {s['exit']}" for s in report.get("sanitizer", []) if s["exit"] != 0]
     return failures
 
 
@@ -280,11 +281,18 @@ def main():
     m.add_argument("--commit", help="the commit the run's binaries were built from (default: HEAD)")
     m.add_argument("--components", help="a dsv4h executable (or its list --json) whose components' goals judge "
                                         "the record (default: those the parts carry)")
+    v = sub.add_parser("verdict", help="exit 1 naming each failure of a part (ci/gpu-suite's last step)")
+    v.add_argument("part")
     args = parser.parse_args()
     if args.command == "collect":
         with open(args.out, "w") as f:
             json.dump(collect(args.work), f, indent=1)
         return 0
+    if args.command == "verdict":
+        failures = failures_of(load(args.part))
+        for f in failures:
+            print("FAILED: " + f)
+        return 1 if failures else 0
     return merge(args.parts, args.out, args.commit, args.components)
 
 

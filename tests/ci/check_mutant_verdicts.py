@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """ci/check-mutant.py and ci/gpu-suite's mutant phase without a GPU: every outcome of a mutant run
 leaves a verdict in the record (caught, survived, crashed, skipped, and a run killed by the step
-timeout), so that a record can never show only the mutants that were caught.
+timeout), so that a record can never show only the mutants that were caught; and a failing run
+fails: gpu-suite exits 1 naming the killed mutant, and its tests phase with a stand-in test binary
+that reports a mismatch exits 1 naming the test.
 
-usage: check_mutant_verdicts.py
+usage: check_mutant_verdicts.py DSV4H
 """
 import json
 import os
@@ -75,12 +77,33 @@ def check_killed_run_is_recorded(work, dsv4h):
     out = os.path.join(work, "out")
     proc = subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), "mutants"], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, env=dict(os.environ, OUT=out, DSV4H_STEP_TIMEOUT="2"))
-    if proc.returncode != 0 or not os.path.exists(os.path.join(out, "results.json")):
-        fail(f"gpu-suite mutants exited {proc.returncode} without results.json: {proc.stdout}")
+    if proc.returncode != 1 or not os.path.exists(os.path.join(out, "results.json")) or \
+            "FAILED: mutant pool_cached_loc" not in proc.stdout:
+        fail(f"gpu-suite mutants with a killed mutant must exit 1 naming it, results.json written: "
+             f"exit {proc.returncode}: {proc.stdout}")
     with open(os.path.join(out, "results.json")) as f:
         mutants = json.load(f)["mutants"]
     if [(m["mutant"], m["caught"]) for m in mutants] != [("pool_cached_loc", False)] or "killed" not in mutants[0]["status"]:
         fail(f"a mutant run killed by the step timeout must stay in the record as not caught: {mutants}")
+
+
+def check_failing_test_fails_the_suite(work, dsv4h):
+    repo = os.path.join(work, "repo-tests")
+    shutil.copytree(os.path.join(ROOT, "ci"), os.path.join(repo, "ci"))
+    dist = os.path.join(repo, "build", "gpu-dist")
+    os.makedirs(dist)
+    shutil.copy(dsv4h, os.path.join(dist, "dsv4h"))
+    fake(os.path.join(dist, "test_cpu"), "pass")
+    fake(os.path.join(dist, "test_gpu"), "mismatch")
+    out = os.path.join(work, "out-tests")
+    proc = subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), "tests"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, env=dict(os.environ, OUT=out))
+    if proc.returncode != 1 or "FAILED: test MemoryPoolGpu.Case (test_gpu)" not in proc.stdout:
+        fail(f"gpu-suite tests with a failing test must exit 1 naming it: exit {proc.returncode}: {proc.stdout}")
+    proc = subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), "tests"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, env={k: v for k, v in os.environ.items() if k != "OUT"})
+    if "results: " not in proc.stdout:
+        fail(f"gpu-suite without OUT must say where its results went: {proc.stdout}")
 
 
 def main():
@@ -89,7 +112,9 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         check_each_outcome(work)
         check_killed_run_is_recorded(work, os.path.abspath(sys.argv[1]))
-    print("check-mutant and gpu-suite mutants: caught, survived, crashed, skipped and killed runs all leave a verdict")
+        check_failing_test_fails_the_suite(work, os.path.abspath(sys.argv[1]))
+    print("check-mutant and gpu-suite: caught, survived, crashed, skipped and killed runs all leave a verdict; "
+          "a killed mutant and a failing test fail the suite, named")
 
 
 if __name__ == "__main__":
