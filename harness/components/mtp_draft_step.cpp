@@ -6,7 +6,7 @@
 // capture widths of (ctx, index_topk), which are mtp_expand's inputs at the same ctx and index_topk.
 // It has no mutants of its own: its stages' mutants break it too (each judged on its own stage's
 // checks). Its gpu_tests filter selects the generic component tests of its name and its own
-// (tests/gpu/test_steps_gpu.cpp), which the noop mutant must fail.
+// (tests/gpu/test_steps_graph.cpp), which the noop mutant must fail.
 #include <string>
 
 #include "../step.h"
