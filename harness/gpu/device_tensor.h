@@ -54,7 +54,6 @@ class DeviceTensorMap {
   template <typename T>
   T* data(const std::string& name) const { return static_cast<T*>(at(name).buffer.data()); }
   const DeviceTensor& at(const std::string& name) const;
-  bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
   std::vector<std::string> names() const;
   // Adds `name` as a view of `tensor` (no copy): a composed step hands an earlier stage's output
   // buffer to a later stage as its input. `tensor` must outlive this map.
