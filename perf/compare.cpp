@@ -9,14 +9,17 @@
 namespace dsv4h::report {
 
 const char* const kVerdictRule =
-    "slower/faster: the median changed by more than the threshold (and by more than min_change_us) "
-    "and the Mann-Whitney test gives p < alpha; noisy: the median changed that much without p < "
-    "alpha, or either night's coefficient of variation exceeds twice the threshold; unchanged: "
-    "otherwise";
+    "per benchmark, the median of each process's repetitions; slower/faster: the median of those "
+    "changed by more than the allowance, max(threshold, 1.5 x the larger relative range of process "
+    "medians; at least 10% where a night has one process, whose range is that of its repetitions), "
+    "and every process of one night is above every process of the other; too_few: fewer than 3 "
+    "repetitions in a night; noisy: a change beyond the threshold that is not a verdict; "
+    "unchanged: otherwise";
 
 std::string verdict_name(Verdict v) {
   switch (v) {
     case Verdict::slower: return "slower";
+    case Verdict::too_few: return "too_few";
     case Verdict::noisy: return "noisy";
     case Verdict::faster: return "faster";
     case Verdict::unchanged: return "unchanged";
@@ -26,21 +29,46 @@ std::string verdict_name(Verdict v) {
 
 namespace {
 
-// kVerdictRule. A significant change beyond the threshold is a verdict even when the spread is
-// large: the test has already weighed the spread.
-Verdict judge(const BenchmarkComparison& b, const CompareOptions& o) {
-  const double change = b.change, p_value = b.p_value, cv_base = b.cv_base, cv_new = b.cv_new;
-  const bool beyond_threshold =
-      std::fabs(change) > o.threshold && std::fabs(b.new_median_us - b.base_median_us) > o.min_change_us;
-  if (beyond_threshold && p_value < o.alpha) return change > 0 ? Verdict::slower : Verdict::faster;
-  if (beyond_threshold || std::max(cv_base, cv_new) > 2 * o.threshold) return Verdict::noisy;
-  return Verdict::unchanged;
+double relative_range(const std::vector<double>& values) {
+  const auto [low, high] = std::minmax_element(values.begin(), values.end());
+  return (*high - *low) / median(values);
+}
+
+// The rule in compare.h.
+BenchmarkComparison compare_benchmark(const std::string& name, const BenchmarkSamples& before,
+                                      const BenchmarkSamples& after, const CompareOptions& o) {
+  const std::vector<double> base = process_medians(before), now = process_medians(after);
+  BenchmarkComparison b;
+  b.name = name;
+  b.base_median_us = median(base);
+  b.new_median_us = median(now);
+  b.change = b.new_median_us / b.base_median_us - 1;
+  b.processes_base = base.size();
+  b.processes_new = now.size();
+  b.n_base = before.times_us.size();
+  b.n_new = after.times_us.size();
+  const bool one_process = base.size() < 2 || now.size() < 2;
+  b.spread = one_process ? std::max(relative_range(before.times_us), relative_range(after.times_us))
+                         : std::max(relative_range(base), relative_range(now));
+  b.allowance = std::max({o.threshold, kSpreadFactor * b.spread, one_process ? kOneProcessAllowance : 0.0});
+  if (!after.fraction_of_ceiling.empty()) b.new_fraction_of_ceiling = median(after.fraction_of_ceiling);
+  const bool separated = b.change > 0 ? *std::min_element(now.begin(), now.end()) > *std::max_element(base.begin(), base.end())
+                                      : *std::max_element(now.begin(), now.end()) < *std::min_element(base.begin(), base.end());
+  const bool large_enough = std::fabs(b.new_median_us - b.base_median_us) > o.min_change_us;
+  if (b.n_base < kMinRepetitions || b.n_new < kMinRepetitions) b.verdict = Verdict::too_few;
+  else if (std::fabs(b.change) > b.allowance && separated && large_enough)
+    b.verdict = b.change > 0 ? Verdict::slower : Verdict::faster;
+  else if (std::fabs(b.change) > o.threshold) b.verdict = Verdict::noisy;
+  else b.verdict = Verdict::unchanged;
+  return b;
 }
 
 }  // namespace
 
-bool Comparison::any_slower() const {
-  return std::any_of(benchmarks.begin(), benchmarks.end(), [](const auto& b) { return b.verdict == Verdict::slower; });
+bool Comparison::any_slower() const { return count(Verdict::slower) > 0; }
+
+size_t Comparison::count(Verdict v) const {
+  return std::count_if(benchmarks.begin(), benchmarks.end(), [v](const auto& b) { return b.verdict == v; });
 }
 
 std::string timing_name(const Night& night) {
@@ -69,21 +97,7 @@ Comparison compare_nights(const Night& base, const Night& now, const CompareOpti
       c.only_in_new.push_back(name);
       continue;
     }
-    const std::vector<double>& before = it->second.times_us;
-    const std::vector<double>& after = samples.times_us;
-    BenchmarkComparison b;
-    b.name = name;
-    b.base_median_us = median(before);
-    b.new_median_us = median(after);
-    b.change = b.new_median_us / b.base_median_us - 1;
-    b.p_value = mann_whitney(after, before).p_value;
-    b.cv_base = coefficient_of_variation(before);
-    b.cv_new = coefficient_of_variation(after);
-    b.n_base = before.size();
-    b.n_new = after.size();
-    if (!samples.fraction_of_ceiling.empty()) b.new_fraction_of_ceiling = median(samples.fraction_of_ceiling);
-    b.verdict = judge(b, options);
-    c.benchmarks.push_back(b);
+    c.benchmarks.push_back(compare_benchmark(name, it->second, samples, options));
   }
   // Regressions first, the largest first; within the other verdicts by name.
   std::stable_sort(c.benchmarks.begin(), c.benchmarks.end(), [](const auto& x, const auto& y) {
@@ -97,13 +111,14 @@ nlohmann::json comparison_to_json(const Comparison& c) {
   nlohmann::json rows = nlohmann::json::array();
   for (const BenchmarkComparison& b : c.benchmarks)
     rows.push_back({{"name", b.name}, {"verdict", verdict_name(b.verdict)}, {"base_median_us", b.base_median_us},
-                    {"new_median_us", b.new_median_us}, {"change", b.change}, {"p_value", b.p_value},
-                    {"cv_base", b.cv_base}, {"cv_new", b.cv_new}, {"n_base", b.n_base}, {"n_new", b.n_new},
+                    {"new_median_us", b.new_median_us}, {"change", b.change}, {"spread", b.spread},
+                    {"allowance", b.allowance}, {"processes_base", b.processes_base},
+                    {"processes_new", b.processes_new}, {"n_base", b.n_base}, {"n_new", b.n_new},
                     {"new_fraction_of_ceiling", b.new_fraction_of_ceiling ? nlohmann::json(*b.new_fraction_of_ceiling)
                                                                           : nlohmann::json()}});
   return {{"base", c.base_label}, {"new", c.new_label}, {"threshold", c.options.threshold},
           {"min_change_us", c.options.min_change_us},
-          {"alpha", c.options.alpha}, {"rule", kVerdictRule}, {"slower", c.any_slower()},
+          {"rule", kVerdictRule}, {"slower", c.any_slower()},
           {"benchmarks", rows}, {"only_in_base", c.only_in_base}, {"only_in_new", c.only_in_new}};
 }
 

@@ -8,8 +8,10 @@
 //                 from 9c6b223, on the device without saying so)
 //   "benchmarks": every entry; those with "run_type": "iteration" are the repetitions read here
 //                 ("name" or "run_name", "real_time", "time_unit" ns|us|ms|s, user counters
-//                 "bytes", "flops", "copy_ceiling_GBps"); "aggregate" entries are ignored because
-//                 every statistic is recomputed from the repetitions
+//                 "bytes", "flops", "copy_ceiling_GBps", and "process": which of the night's
+//                 processes of the binary ran it, added by ci/history-record; absent in nights
+//                 before it: one process, 0); "aggregate" entries are ignored because every
+//                 statistic is recomputed from the repetitions
 //   "commit":     the commit benchmarked (string)
 //   "date":       the night, YYYY-MM-DD (string; sorts the history)
 //   "device":     {"name", "driver", "clocks": {nvidia-smi column: value}}
@@ -19,7 +21,10 @@
 //                 fraction of its tolerance a case used; "inf" where it failed outright)
 // A bare Google Benchmark file (no top-level fields) is read too, for `dsv4h report compare`;
 // a history directory requires "commit" and "date". Every malformed field is a BadInput naming
-// the file and the field.
+// the file and the field: among them a time that is not positive or exceeds an hour (1.7e308 is
+// no measurement, and overflows every sum), a date that is no day of the calendar, a repetition
+// listed twice (the same benchmark, process and repetition_index: a binary's output merged twice),
+// and, in a history directory, two files of the same commit and date.
 #pragma once
 
 #include <map>
@@ -32,8 +37,12 @@ namespace dsv4h::report {
 // The repetitions of one benchmark in one night.
 struct BenchmarkSamples {
   std::vector<double> times_us;              // real_time of each repetition
+  std::vector<int> processes;                // the process of each repetition (0 in one-process nights)
   std::vector<double> fraction_of_ceiling;   // (bytes / time) / copy ceiling, per repetition; empty without bytes
 };
+
+// The median of each process's repetitions, by process index.
+std::vector<double> process_medians(const BenchmarkSamples& samples);
 
 struct AccuracyEntry {
   std::string test_case;

@@ -120,7 +120,7 @@ std::string chart(const Trend& t, const HistorySummary& s) {
 
 void summary_table(std::ostringstream& html, const HistorySummary& s) {
   html << "<table id=\"summary\">\n<thead><tr><th>benchmark</th><th>verdict</th><th>baseline median</th>"
-          "<th>latest median</th><th>change</th><th>p</th><th>CV baseline / latest</th>"
+          "<th>latest median</th><th>change</th><th>allowance</th><th>processes</th>"
           "<th>fraction of copy ceiling</th><th>step change</th></tr></thead>\n<tbody>\n";
   for (size_t i = 0; i < s.comparison.benchmarks.size(); ++i) {
     const BenchmarkComparison& b = s.comparison.benchmarks[i];
@@ -129,8 +129,8 @@ void summary_table(std::ostringstream& html, const HistorySummary& s) {
     html << "<tr class=\"" << verdict << "\" data-verdict=\"" << verdict << "\"><td><a href=\"#b" << i << "\">"
          << escape(b.name) << "</a></td><td>" << verdict << "</td><td>" << format_time_us(b.base_median_us)
          << "</td><td>" << format_time_us(b.new_median_us) << "</td><td>" << format_change(b.change) << "</td><td>"
-         << format_p(b.p_value) << "</td><td>" << number(100 * b.cv_base, "%.1f%%") << " / "
-         << number(100 * b.cv_new, "%.1f%%") << "</td><td>"
+         << format_change(b.allowance).substr(1) << "</td><td>" << b.processes_base << " / " << b.processes_new
+         << "</td><td>"
          << (b.new_fraction_of_ceiling ? number(100 * *b.new_fraction_of_ceiling, "%.3g%%") : "-") << "</td><td>"
          << (t.step ? format_change(t.step->change) + " " + escape(t.step_range) : "none") << "</td></tr>\n";
   }

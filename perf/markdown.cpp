@@ -39,9 +39,9 @@ std::string render_markdown(const HistorySummary& s) {
   md << "## Nightly benchmarks: " << cell(c.new_label) << " against " << cell(c.base_label) << "\n\n"
      << (slower ? "**" + std::to_string(slower) + " slower**" : std::string("no regression")) << " among "
      << c.benchmarks.size() << " benchmarks (threshold " << format_change(c.options.threshold).substr(1)
-     << ", alpha " << c.options.alpha << ").\n\n"
+     << ").\n\n"
      << (left_out.empty() ? std::string() : left_out + "\n\n")
-     << "| verdict | benchmark | baseline | latest | change | p | step change |\n"
+     << "| verdict | benchmark | baseline | latest | change | allowance | step change |\n"
      << "|---|---|---|---|---|---|---|\n";
   for (size_t i = 0; i < c.benchmarks.size(); ++i) {
     const BenchmarkComparison& b = c.benchmarks[i];
@@ -49,7 +49,7 @@ std::string render_markdown(const HistorySummary& s) {
     const std::string verdict = verdict_name(b.verdict);
     md << "| " << (b.verdict == Verdict::slower ? "**" + verdict + "**" : verdict) << " | " << code(b.name) << " | "
        << format_time_us(b.base_median_us) << " | " << format_time_us(b.new_median_us) << " | "
-       << format_change(b.change) << " | " << format_p(b.p_value) << " | "
+       << format_change(b.change) << " | " << format_change(b.allowance).substr(1) << " | "
        << (t.step ? format_change(t.step->change) + " " + cell(t.step_range) : "none") << " |\n";
   }
   for (const auto& [title, names] : {std::pair{"Only in the latest night", c.only_in_new},

@@ -107,6 +107,8 @@ std::optional<Step> detect_step(const std::vector<double>& nightly_medians, doub
     const double score = std::fabs(med_after - med_before) / spread;
     if (score > best_score) best_score = score, best = k;
   }
+  // Every score NaN (medians so large their deviations overflow): no split can be told apart.
+  if (!best) return std::nullopt;
   const size_t k = *best;
   const std::vector<double> before(nightly_medians.begin(), nightly_medians.begin() + k);
   const std::vector<double> after(nightly_medians.begin() + k, nightly_medians.end());

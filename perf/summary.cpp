@@ -29,7 +29,7 @@ Trend trend_of(const std::string& name, const std::vector<Night>& nights, const 
   }
   // Nights without the benchmark are left out of the series, so the step lies between the last
   // night before it that ran the benchmark and the first one after.
-  t.step = detect_step(present_medians, options.threshold, options.alpha);
+  t.step = detect_step(present_medians, options.step_threshold, options.alpha);
   if (t.step) {
     const size_t first_after = present_nights[t.step->index];
     const size_t last_before = present_nights[t.step->index - 1];
@@ -92,13 +92,6 @@ std::string format_change(double change) {
 std::string format_time_us(double us) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.4g us", us);
-  return buf;
-}
-
-std::string format_p(double p) {
-  if (p < 1e-6) return "<1e-6";
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2g", p);
   return buf;
 }
 

@@ -44,6 +44,5 @@ std::string left_out_note(const HistorySummary& s);
 // Number formats shared by the reports.
 std::string format_change(double change);  // "+10.2%"
 std::string format_time_us(double us);     // "12.3 us"
-std::string format_p(double p);            // "0.0012", "<1e-6"
 
 }  // namespace dsv4h::report

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -16,7 +17,7 @@ namespace {
 
 using namespace dsv4h::report;
 
-const char* kHelp = R"(usage: dsv4h report compare BASE.json NEW.json [--threshold 0.05] [--alpha 0.05] [--min-change-us 0.5] [--json OUT]
+const char* kHelp = R"(usage: dsv4h report compare BASE.json NEW.json [--threshold 0.03] [--min-change-us U] [--json OUT]
        dsv4h report html --history DIR --out FILE.html [--baseline FILE] [--threshold T] [--alpha A] [--min-change-us U]
        dsv4h report markdown --history DIR --out FILE.md [--baseline FILE] [--threshold T] [--alpha A] [--min-change-us U]
 
@@ -25,25 +26,33 @@ with every repetition, plus commit, date, device, ceilings, accuracy). dsv4h rep
 --help for each.
 )";
 
-const char* kCompareHelp = R"(usage: dsv4h report compare BASE.json NEW.json [--threshold 0.05] [--alpha 0.05] [--min-change-us 0.5] [--json OUT]
+const char* kCompareHelp = R"(usage: dsv4h report compare BASE.json NEW.json [--threshold 0.03] [--min-change-us U] [--json OUT]
 
 Compares two benchmark files (history files or bare Google Benchmark JSON with repetitions),
-benchmark by benchmark: the change of the median time (NEW/BASE - 1), a two-sided Mann-Whitney U
-test over the repetitions, and a verdict. Benchmarks in one file only are listed, not compared.
-Files timed differently (context.timing: "device", or absent where launches were timed at the
-host's rate) or on cards of different names (device.name, where both have one) are not compared:
-exit 2.
+benchmark by benchmark, by the medians of the night's processes of each benchmark binary (the
+"process" of each repetition, recorded by ci/history-record): the change of the median of the
+process medians (NEW/BASE - 1) against the spread between processes, and a verdict:
+  slower/faster  the change exceeds the allowance, max(threshold, 1.5 x the larger relative range
+                 of the two nights' process medians), and every process of NEW is above (below)
+                 every process of BASE
+  too_few        fewer than 3 repetitions in a night: no spread to judge by
+  noisy          a change beyond the threshold that is not a verdict
+A file of one process (every night before the process tag, a bare Google Benchmark file) has no
+spread between processes: the range of its repetitions stands for it, and the allowance is at
+least 10% (identical kernels moved up to 8.1% between two H100 nights of one process each).
+Benchmarks in one file only are listed, not compared. Files timed differently (context.timing:
+"device", or absent where launches were timed at the host's rate) or on cards of different
+names (device.name, where both have one) are not compared: exit 2.
 
-  --threshold T  relative median change that matters (default 0.05)
-  --alpha A      significance level of the test (default 0.05)
+  --threshold T  relative change below which nothing is a change (default 0.03)
   --min-change-us U
-                 absolute median change that matters, in microseconds (default 0.5: decode-size
-                 benchmarks timed on the device move up to 0.4 us between processes; nights timed
-                 at the host's launch rate moved 1.2 us: compare those with 1.5)
+                 also require an absolute change of more than U microseconds (default 0: off;
+                 a fixed floor hides every regression of a decode-size kernel)
   --json OUT     write the comparison as JSON
 
-exit codes: 0 nothing slower, 1 a benchmark slower (p < alpha, change > threshold and > U),
-2 bad usage or a malformed file (the message names the file and the field)
+exit codes: 0 nothing slower, 1 a benchmark slower, 2 bad usage, a malformed file (the message
+names the file and the field), no benchmark in common, or a benchmark with too few repetitions
+for a verdict (and none slower)
 )";
 
 const char* kHtmlHelp = R"(usage: dsv4h report html --history DIR --out FILE.html [--baseline FILE] [--threshold T] [--alpha A] [--min-change-us U]
@@ -98,8 +107,9 @@ double microseconds(const Args& args, const std::string& name, double fallback) 
 }
 
 CompareOptions compare_options(const Args& args) {
-  return {probability(args, "--threshold", 0.05), probability(args, "--alpha", 0.05),
-          microseconds(args, "--min-change-us", CompareOptions{}.min_change_us)};
+  const CompareOptions defaults;
+  return {probability(args, "--threshold", defaults.threshold), defaults.step_threshold,
+          probability(args, "--alpha", defaults.alpha), microseconds(args, "--min-change-us", CompareOptions{}.min_change_us)};
 }
 
 void write_text(const std::string& path, const std::string& text) {
@@ -108,7 +118,7 @@ void write_text(const std::string& path, const std::string& text) {
 }
 
 int compare(std::vector<std::string> argv) {
-  const std::set<std::string> valued = {"--threshold", "--alpha", "--min-change-us", "--json"};
+  const std::set<std::string> valued = {"--threshold", "--min-change-us", "--json"};
   const std::vector<std::string> files = take_positionals(argv, valued);
   const Args args(argv, valued, {"--help"});
   if (args.has("--help")) {
@@ -117,15 +127,28 @@ int compare(std::vector<std::string> argv) {
   }
   if (files.size() != 2) throw UsageError("compare needs BASE.json and NEW.json (see --help)");
   const Comparison c = compare_nights(load_night(files[0]), load_night(files[1]), compare_options(args));
-  std::printf("%s -> %s (threshold %.3g, alpha %.3g, min change %.3g us)\n", c.base_label.c_str(),
-              c.new_label.c_str(), c.options.threshold, c.options.alpha, c.options.min_change_us);
+  std::printf("%s -> %s (threshold %.3g, min change %.3g us)\n", c.base_label.c_str(), c.new_label.c_str(),
+              c.options.threshold, c.options.min_change_us);
   for (const BenchmarkComparison& b : c.benchmarks)
-    std::printf("%-9s %8s  p=%-7s %s -> %s  %s\n", verdict_name(b.verdict).c_str(), format_change(b.change).c_str(),
-                format_p(b.p_value).c_str(), format_time_us(b.base_median_us).c_str(),
-                format_time_us(b.new_median_us).c_str(), b.name.c_str());
+    std::printf("%-9s %8s  allowance %-7s processes %zu/%zu  %s -> %s  %s\n", verdict_name(b.verdict).c_str(),
+                format_change(b.change).c_str(), format_change(b.allowance).substr(1).c_str(), b.processes_base,
+                b.processes_new, format_time_us(b.base_median_us).c_str(), format_time_us(b.new_median_us).c_str(),
+                b.name.c_str());
   for (const std::string& name : c.only_in_base) std::printf("only in %s: %s\n", files[0].c_str(), name.c_str());
   for (const std::string& name : c.only_in_new) std::printf("only in %s: %s\n", files[1].c_str(), name.c_str());
   if (args.has("--json")) write_json_file(args.get("--json"), comparison_to_json(c));
+  std::printf("%zu slower, %zu faster, %zu unchanged, %zu noisy, %zu with too few repetitions\n",
+              c.count(Verdict::slower), c.count(Verdict::faster), c.count(Verdict::unchanged), c.count(Verdict::noisy),
+              c.count(Verdict::too_few));
+  // Passing what was never judged would let a broken night through the gate.
+  if (c.benchmarks.empty())
+    throw BadInput(files[1] + ": field \"benchmarks\" has no benchmark in common with " + files[0] + ": nothing compared");
+  if (c.any_slower()) return kMismatch;
+  if (c.count(Verdict::too_few))
+    throw BadInput("too few repetitions for a verdict (fewer than " + std::to_string(kMinRepetitions) +
+                   " in a night) in " + std::to_string(c.count(Verdict::too_few)) + " benchmarks, e.g. " +
+                   std::find_if(c.benchmarks.begin(), c.benchmarks.end(),
+                                [](const auto& b) { return b.verdict == Verdict::too_few; })->name);
   return c.any_slower() ? kMismatch : kPass;
 }
 

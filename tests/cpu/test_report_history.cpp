@@ -56,6 +56,20 @@ TEST(ReportHistory, HistoryFilesNeedCommitAndDate) {
   EXPECT_THROW(load_history(testing::fresh_dir("empty")), BadInput);
 }
 
+// One night copied under a second name would count twice in every trend.
+TEST(ReportHistory, ANightRecordedTwiceIsRefused) {
+  const std::string dir = testing::fresh_dir("twice");
+  const nlohmann::json doc = testing::night_document("c1abcd", "2026-10-01", {{kSteady, {1.0, 1.1}}});
+  write_json_file(dir + "/2026-10-01-c1abcd.json", doc);
+  write_json_file(dir + "/copy.json", doc);
+  try {
+    load_history(dir);
+    FAIL() << "a night recorded twice was read";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("field \"commit\" and \"date\" are those of"), std::string::npos) << e.what();
+  }
+}
+
 // Each field a night's ordering or its fractions rest on is checked, even where another field
 // would take precedence: a night dated "03/12/2026" sorted after "2026-12-02" and swapped the
 // latest night and its baseline.
@@ -74,20 +88,27 @@ TEST(ReportHistory, MalformedFieldsAreNamed) {
   };
   expect_named([](nlohmann::json& d) { d["date"] = "03/12/2026"; }, "date");
   expect_named([](nlohmann::json& d) { d["date"] = "2026-13-01"; }, "date");
+  expect_named([](nlohmann::json& d) { d["date"] = "2026-02-29"; }, "date");  // 2026 is no leap year
+  expect_named([](nlohmann::json& d) { d["date"] = "2026-04-31"; }, "date");
+  expect_named([](nlohmann::json& d) { d["benchmarks"][0]["real_time"] = 1.7e308; }, "benchmarks[0].real_time");
+  expect_named([](nlohmann::json& d) { d["benchmarks"][1]["repetition_index"] = 0; }, "benchmarks[1].name");
   expect_named([](nlohmann::json& d) { d["benchmarks"][0]["copy_ceiling_GBps"] = -1; }, "benchmarks[0].copy_ceiling_GBps");
   expect_named([](nlohmann::json& d) { d["benchmarks"][0]["run_name"] = ""; }, "benchmarks[0].name");
   expect_named([](nlohmann::json& d) { d["accuracy"] = {{{"case", "x"}, {"budget_used", -1}}}; }, "accuracy[0].budget_used");
 }
 
-// 20 nights at 3% noise: kStepped 10% slower from night 13 on, kRegressed 10% slower on the
-// last night only, kSteady unchanged. Nights are written out of date order on purpose.
+// 20 nights of 3 processes 1% apart, with 3% noise within each: kStepped 10% slower from night
+// 13 on, kRegressed 6% slower on the last night only (no step: the median of the last two nights
+// moved 3%, less than a step's 5%), kSteady unchanged. Nights are written out of date order on
+// purpose.
 std::string twenty_nights(uint64_t seed) {
   const std::string dir = testing::fresh_dir("twenty_" + std::to_string(seed));
   std::mt19937_64 rng(seed);
+  const auto night = [&](double median_us) { return testing::draw_processes(rng, median_us, 0.01, 0.03); };
   for (int i = 19; i >= 0; --i)
-    testing::write_night(dir, i, {{kStepped, draw_times(rng, i >= 13 ? 8.8 : 8.0, 0.03)},
-                                  {kRegressed, draw_times(rng, i == 19 ? 27.5 : 25.0, 0.03)},
-                                  {kSteady, draw_times(rng, 4.6, 0.03)}});
+    testing::write_night(dir, i, {{kStepped, night(i >= 13 ? 8.8 : 8.0)},
+                                  {kRegressed, night(i == 19 ? 26.5 : 25.0)},
+                                  {kSteady, night(4.6)}});
   return dir;
 }
 
@@ -182,12 +203,12 @@ TEST(ReportHistory, NightsNamingNoCardAreASeriesOfTheirOwn) {
   HistorySummary s = summarize_history(dir, "", {});
   ASSERT_EQ(s.nights.size(), 1u);
   EXPECT_EQ(s.nights_on_other_cards, 2u);
-  testing::write_night(dir, 3, {{kSteady, draw_times(rng, 1.25, 0.01)}}, "device", "NVIDIA H100 80GB HBM3");
+  testing::write_night(dir, 3, {{kSteady, draw_times(rng, 1.22, 0.01)}}, "device", "NVIDIA H100 80GB HBM3");
   s = summarize_history(dir, "", {});
   ASSERT_EQ(s.nights.size(), 2u);
   EXPECT_EQ(s.nights_on_other_cards, 2u);
   EXPECT_EQ(s.baseline.commit, testing::night_commit(1));
-  EXPECT_EQ(s.comparison.benchmarks[0].verdict, Verdict::unchanged);  // 1.2 -> 1.25, not 3.0 -> 1.25
+  EXPECT_EQ(s.comparison.benchmarks[0].verdict, Verdict::unchanged);  // 1.2 -> 1.22, not 3.0 -> 1.22
 }
 
 TEST(ReportHistory, HtmlHoldsTableAndOneChartPerBenchmark) {

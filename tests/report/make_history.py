@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes a synthetic nightly history (reports/history/README.md format) for the HTML check:
-seeded, 12 nights of 10 repetitions at 2% noise, three benchmarks: one 10% slower on the last
+seeded, 12 nights of 3 processes (1% apart) of 10 repetitions at 2% noise, three benchmarks: one 10% slower on the last
 night (the regression the page must list first), one with a 15% step at night 6, and the empty
 kernel (no bytes, so no fraction of the ceiling).
 
@@ -11,7 +11,7 @@ import os
 import random
 import sys
 
-NIGHTS, REPETITIONS, NOISE, COPY_GBPS = 12, 10, 0.02, 4000.0
+NIGHTS, PROCESSES, REPETITIONS, BETWEEN, NOISE, COPY_GBPS = 12, 3, 10, 0.01, 0.02, 4000.0
 REGRESSED = "BM_filtered_silu_mul/rows:3072/kept_permille:1000/manual_time"
 STEPPED = "BM_filtered_silu_mul/rows:384/kept_permille:1000/manual_time"
 EMPTY = "BM_empty_kernel/manual_time"
@@ -34,12 +34,14 @@ def main():
         date = "2026-11-%02d" % (night + 1)
         entries = []
         for name, bytes_moved in ((REGRESSED, 37761024.0), (STEPPED, 4720128.0), (EMPTY, 0.0)):
-            for rep in range(REPETITIONS):
-                entries.append({"name": name, "run_name": name, "run_type": "iteration", "repetitions": REPETITIONS,
-                                "repetition_index": rep, "iterations": 20, "time_unit": "us",
-                                "real_time": median_us(name, night) * (1 + rng.gauss(0, NOISE)),
-                                "cpu_time": 10.0, "bytes": bytes_moved, "flops": bytes_moved * 2 / 3,
-                                "copy_ceiling_GBps": COPY_GBPS})
+            for process in range(PROCESSES):
+                process_us = median_us(name, night) * (1 + rng.gauss(0, BETWEEN))
+                for rep in range(REPETITIONS):
+                    entries.append({"name": name, "run_name": name, "run_type": "iteration", "repetitions": REPETITIONS,
+                                    "repetition_index": rep, "process": process, "iterations": 20, "time_unit": "us",
+                                    "real_time": process_us * (1 + rng.gauss(0, NOISE)),
+                                    "cpu_time": 10.0, "bytes": bytes_moved, "flops": bytes_moved * 2 / 3,
+                                    "copy_ceiling_GBps": COPY_GBPS})
             entries.append({"name": name + "_median", "run_name": name, "run_type": "aggregate",
                             "aggregate_name": "median", "time_unit": "us", "real_time": 1.0})
         doc = {"context": {"date": date, "executable": "bench_filtered_silu_mul"}, "benchmarks": entries,
