@@ -1,7 +1,9 @@
 // The nightly report as one self-contained HTML page: inline CSS and SVG, no scripts, fonts or
-// network. A summary table of verdicts (regressions first), then per benchmark one <svg> chart:
-// the median time per night above, the fraction of the copy ceiling per night below, the
-// baseline and any step change marked.
+// network. The device and the counts of slower, faster and unchanged benchmarks first; then a
+// table of verdicts (regressions first) for our kernels and one for the floors and ceilings; then
+// per benchmark one <svg> chart: the median time per night with its noise band (the spread between
+// processes) above, the fraction of the copy ceiling below, the dates along the axis, the baseline
+// and any step change marked.
 #pragma once
 
 #include <string>

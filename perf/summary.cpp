@@ -1,5 +1,6 @@
 #include "summary.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "harness/errors.h"
@@ -17,10 +18,15 @@ Trend trend_of(const std::string& name, const std::vector<Night>& nights, const 
     auto it = nights[i].benchmarks.find(name);
     if (it == nights[i].benchmarks.end()) {
       t.median_us.emplace_back();
+      t.band_us.emplace_back();
       t.fraction_of_ceiling.emplace_back();
       continue;
     }
     t.median_us.push_back(median(it->second.times_us));
+    const std::vector<double> processes = process_medians(it->second);
+    const std::vector<double>& spread = processes.size() > 1 ? processes : it->second.times_us;
+    const auto [low, high] = std::minmax_element(spread.begin(), spread.end());
+    t.band_us.emplace_back(std::pair{*low, *high});
     t.fraction_of_ceiling.push_back(it->second.fraction_of_ceiling.empty()
                                         ? std::nullopt
                                         : std::optional<double>(median(it->second.fraction_of_ceiling)));
@@ -68,6 +74,13 @@ HistorySummary summarize_history(const std::string& dir, const std::string& base
   for (const auto& names : {s.comparison.only_in_new, s.comparison.only_in_base})
     for (const std::string& name : names) s.trends.push_back(trend_of(name, s.nights, options));
   return s;
+}
+
+bool is_floor_or_ceiling(const std::string& benchmark) {
+  const std::string family = benchmark.substr(0, benchmark.find('/'));
+  const auto starts = [&](const std::string& prefix) { return family.rfind(prefix, 0) == 0; };
+  const bool floor_suffix = family.size() > 6 && family.compare(family.size() - 6, 6, "_floor") == 0;
+  return starts("BM_empty_kernel") || starts("BM_dependent_loads") || starts("BM_copy_") || floor_suffix;
 }
 
 std::string left_out_note(const HistorySummary& s) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,9 @@ namespace dsv4h::report {
 struct Trend {
   std::string name;
   std::vector<std::optional<double>> median_us;            // per night; empty where the night lacks it
+  // Per night, the noise band: the lowest and highest process median (the lowest and highest
+  // repetition in a night of one process), the spread report compare judges a change against.
+  std::vector<std::optional<std::pair<double, double>>> band_us;
   std::vector<std::optional<double>> fraction_of_ceiling;  // per night; median over the repetitions
   std::optional<Step> step;                                // Step::index is a night index here
   std::string step_range;                                  // "after <night> up to <night>", or ""
@@ -37,6 +41,11 @@ struct HistorySummary {
 // latest of those (where there is none, the latest night is its own baseline).
 HistorySummary summarize_history(const std::string& dir, const std::string& baseline_path,
                                  const CompareOptions& options);
+
+// Whether a benchmark measures the machine rather than a kernel of ours: the floors of
+// tests/bench/floors/ (empty kernel, dependent loads, copy kernels) and the copy ceilings
+// (BM_copy_same_bytes*, cudaMemcpy of a kernel's bytes), which the reports keep apart.
+bool is_floor_or_ceiling(const std::string& benchmark);
 
 // The sentences saying which earlier nights the report leaves out and why ("" where none).
 std::string left_out_note(const HistorySummary& s);

@@ -213,8 +213,15 @@ TEST(ReportHistory, NightsNamingNoCardAreASeriesOfTheirOwn) {
 
 TEST(ReportHistory, HtmlHoldsTableAndOneChartPerBenchmark) {
   const std::string html = render_html(summarize_history(twenty_nights(2), "", {}));
-  EXPECT_EQ(count(html, "<table id=\"summary\">"), 1u);
+  // The device and the counts before any table; the empty kernel, a floor, in a table of its own.
+  EXPECT_NE(html.find("<h1 id=\"device\">Nightly benchmarks on Synthetic GPU</h1>"), std::string::npos);
+  EXPECT_LT(html.find("<b class=\"slower\">1 slower</b>, <b>0 faster</b>, <b>2 unchanged</b>"), html.find("<table"));
+  const size_t kernels = html.find("<table class=\"summary\" id=\"summary-kernels\">");
+  const size_t floors = html.find("<table class=\"summary\" id=\"summary-floors\">");
+  ASSERT_LT(kernels, floors);
+  EXPECT_GT(html.find(kSteady, kernels), floors);
   EXPECT_EQ(count(html, "<svg class=\"chart\""), 3u);
+  EXPECT_EQ(count(html, "<polygon class=\"band\""), 3u);
   EXPECT_EQ(count(html, "class=\"baseline\""), 3u);
   EXPECT_EQ(count(html, "class=\"step\""), 1u);
   // The regression is the first row of the table.

@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""Opens the page of `dsv4h report html` in headless Chromium and checks that it renders: a
-screenshot (a PNG of the window's size, not blank) and the DOM after parsing (the summary
-table, one <svg> chart per benchmark, the regression listed first). The history is synthetic
-(make_history.py, seeded). Exits 77 (skipped, saying why) where Chromium is not installed.
+"""Opens the page of `dsv4h report html` in headless Chromium, in a laptop's window (1366x768),
+and checks that it renders and reads: a screenshot (a PNG of the window's size, not blank); the
+DOM after parsing (the device named in the heading and the counts of slower, faster and
+unchanged before any table or chart; kernels and floors in tables of their own, the regression
+first; one <svg> chart per benchmark, each with its noise band and dated axis); and the layout
+(a copy of the page with a measuring script added, the report itself having none): nothing wider
+than the window. The history is synthetic (make_history.py, seeded). Exits 77 (skipped, saying
+why) where Chromium is not installed.
 
 usage: check_html_in_chromium.py DSV4H
 """
+import json
 import os
 import re
 import shutil
@@ -15,7 +20,13 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WIDTH, HEIGHT = 1200, 2400
+WIDTH, HEIGHT = 1366, 768
+# Added to a copy of the page: the window's width and the right edge of the widest table or chart.
+MEASURE = """<script>
+const right = Math.max(...[...document.querySelectorAll("table, svg.chart")].map(e => e.getBoundingClientRect().right));
+document.body.setAttribute("data-layout", JSON.stringify({window: window.innerWidth, right: right,
+                                                           scroll: document.documentElement.scrollWidth}));
+</script>"""
 # Offline and quiet: no sandbox (CI runs as root), no GPU, nothing fetched in the background.
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -51,19 +62,48 @@ def check_screenshot(path):
 
 
 def check_dom(dom):
-    if dom.count('<table id="summary">') != 1:
-        fail("the summary table is missing from the DOM")
+    heading = re.search(r'<h1 id="device">([^<]*)</h1>', dom)
+    if not heading or "Synthetic GPU" not in heading.group(1):
+        fail("the device is not named in the page's heading: %s" % (heading.group(0) if heading else "no heading"))
+    counts = re.search(r'<p class="counts" id="counts">(.*?)</p>', dom)
+    if not counts or not re.search(r"1 slower.*0 faster.*2 unchanged", re.sub("<[^>]+>", "", counts.group(1))):
+        fail("no line of counts '1 slower, 0 faster, 2 unchanged': %s" % (counts.group(0) if counts else "none"))
+    if counts.start() > min(dom.find("<table"), dom.find('<svg class="chart"')):
+        fail("the counts come after a table or a chart")
     charts = len(re.findall(r'<svg class="chart"', dom))
     sections = len(re.findall(r'<section class="benchmark"', dom))
     if charts != 3 or sections != 3:
         fail("expected 3 benchmark sections with one chart each, found %d sections and %d charts" % (sections, charts))
-    polylines = len(re.findall(r"<polyline", dom))
-    if polylines < 5:  # time and fraction per benchmark; the empty kernel moves no bytes
-        fail("expected at least 5 plotted series, found %d" % polylines)
-    rows = re.findall(r'<tr class="(\w+)" data-verdict="\w+"><td><a href="#b\d+">([^<]+)</a>', dom)
-    if not rows or rows[0][0] != "slower" or "rows:3072" not in rows[0][1]:
-        fail("the regression is not the first row of the summary table: %s" % rows)
-    print("DOM: summary table of %d rows, first %s (%s); %d charts" % (len(rows), rows[0][1], rows[0][0], charts))
+    polylines, bands = len(re.findall(r"<polyline", dom)), len(re.findall(r'<polygon class="band"', dom))
+    if polylines < 5 or bands != 3:  # time and fraction per benchmark (the empty kernel moves no bytes), a band each
+        fail("expected at least 5 plotted series and 3 noise bands, found %d and %d" % (polylines, bands))
+    dates = re.findall(r'<text class="date"[^>]*>([^<]*)</text>', dom)
+    if len(dates) < 3 * 6 or "11-01" not in dates:
+        fail("the charts' axes are not dated: %s" % dates)
+    tables = {}
+    for table_id in ("summary-kernels", "summary-floors"):
+        table = re.search(r'<table class="summary" id="%s">(.*?)</table>' % table_id, dom, re.S)
+        if not table:
+            fail("no table %s" % table_id)
+        tables[table_id] = re.findall(r'<tr class="(\w+)" data-verdict="\w+"><td class="name"><a href="#b\d+">([^<]+)</a>',
+                                      table.group(1))
+    kernels, floors = tables["summary-kernels"], tables["summary-floors"]
+    if not kernels or kernels[0][0] != "slower" or "rows:3072" not in kernels[0][1]:
+        fail("the regression is not the first row of the kernels' table: %s" % kernels)
+    if [name for _, name in floors] != ["BM_empty_kernel/manual_time"] or len(kernels) != 2:
+        fail("the empty kernel is not apart from the kernels: kernels %s, floors %s" % (kernels, floors))
+    print("DOM: %s; counts first; kernels %d rows, first %s (%s); floors %d; %d charts with bands and dates"
+          % (heading.group(1), len(kernels), kernels[0][1], kernels[0][0], len(floors), charts))
+
+
+def check_layout(dom):
+    layout = re.search(r'data-layout="([^"]*)"', dom)
+    if not layout:
+        fail("the measuring script left no layout")
+    measured = json.loads(layout.group(1).replace("&quot;", '"'))
+    if measured["window"] != WIDTH or measured["right"] > WIDTH or measured["scroll"] > WIDTH:
+        fail("wider than a %dpx window: %s" % (WIDTH, measured))
+    print("layout: widest table or chart ends at %dpx of %d" % (measured["right"], measured["window"]))
 
 
 def main():
@@ -80,7 +120,12 @@ def main():
         url = "file://" + page
         chromium(binary, work, "screenshot", ["--window-size=%d,%d" % (WIDTH, HEIGHT), "--screenshot=" + shot, url])
         check_screenshot(shot)
-        check_dom(chromium(binary, work, "dump-dom", ["--dump-dom", url]))
+        check_dom(chromium(binary, work, "dump-dom", ["--window-size=%d,%d" % (WIDTH, HEIGHT), "--dump-dom", url]))
+        measured = os.path.join(work, "measured.html")
+        with open(page) as f, open(measured, "w") as out:
+            out.write(f.read().replace("</body>", MEASURE + "</body>"))
+        check_layout(chromium(binary, work, "measure", ["--window-size=%d,%d" % (WIDTH, HEIGHT), "--dump-dom",
+                                                        "file://" + measured]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("PASS: the report renders in headless Chromium")
