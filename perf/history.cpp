@@ -78,7 +78,7 @@ using RepetitionKeys = std::set<std::tuple<std::string, int, long long>>;
 int optional_index(const std::string& path, const json& entry, const std::string& where, const std::string& key) {
   if (!entry.contains(key)) return -1;
   if (!entry[key].is_number_integer() || entry[key].get<long long>() < 0 || entry[key].get<long long>() > 1000000)
-    throw BadInput(path + ": field \"" + where + key + "\" must be an integer >= 0");
+    throw BadInput(path + ": field \"" + where + key + "\" must be an integer from 0 to 1000000");
   return static_cast<int>(entry[key].get<long long>());
 }
 

@@ -265,7 +265,7 @@ TEST(ReportCompare, MalformedFilesExitTwoNamingTheField) {
       {{{"benchmarks", {{{"name", "BM_x"}, {"real_time", 1.7e308}, {"time_unit", "ns"}}}}},
        "field \"benchmarks[0].real_time\" must be a positive time of at most an hour"},
       {{{"benchmarks", {{{"name", "BM_x"}, {"real_time", 1.0}, {"time_unit", "us"}, {"process", -1}}}}},
-       "field \"benchmarks[0].process\" must be an integer >= 0"},
+       "field \"benchmarks[0].process\" must be an integer from 0 to 1000000"},
       {{{"benchmarks", {{{"name", "BM_x"}, {"real_time", 1.0}, {"time_unit", "us"}, {"repetition_index", 0}},
                         {{"name", "BM_x"}, {"real_time", 1.0}, {"time_unit", "us"}, {"repetition_index", 0}}}}},
        "field \"benchmarks[1].name\": benchmark \"BM_x\" listed twice"},
