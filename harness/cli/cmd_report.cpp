@@ -140,6 +140,10 @@ int compare(std::vector<std::string> argv) {
   std::printf("%zu slower, %zu faster, %zu unchanged, %zu noisy, %zu with too few repetitions\n",
               c.count(Verdict::slower), c.count(Verdict::faster), c.count(Verdict::unchanged), c.count(Verdict::noisy),
               c.count(Verdict::too_few));
+  if (std::any_of(c.benchmarks.begin(), c.benchmarks.end(),
+                  [](const auto& b) { return b.processes_base < 2 || b.processes_new < 2; }))
+    std::printf("a night of one process has no spread between processes: those verdicts rest on the spread of its "
+                "repetitions, with an allowance of at least %.3g%%\n", 100 * kOneProcessAllowance);
   // Passing what was never judged would let a broken night through the gate.
   if (c.benchmarks.empty())
     throw BadInput(files[1] + ": field \"benchmarks\" has no benchmark in common with " + files[0] + ": nothing compared");

@@ -99,6 +99,7 @@ TEST(ReportCompare, RecordedNightsOfIdenticalKernelsAreNotFlagged) {
   EXPECT_LE(100 * (c.count(Verdict::slower) + c.count(Verdict::faster)), c.benchmarks.size());
   std::string output;
   EXPECT_EQ(run_dsv4h("report compare " + kRecordedBase + " " + kRecordedTwin, output), 0) << output;
+  EXPECT_NE(output.find("a night of one process has no spread between processes"), std::string::npos) << output;
 }
 
 // Synthetic nights of 3 processes built from the recorded ones: each benchmark at its recorded
