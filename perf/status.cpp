@@ -111,10 +111,10 @@ StatusVerdict mutants_of(const Record& r, const StatusComponent& component) {
   int caught_count = 0;
   for (const auto& [name, c] : caught) {
     caught_count += c;
-    if (!c) v.failures.push_back("mutant " + name + ": " + (how[name].empty() ? "survived" : how[name]));
+    if (!c) v.failures.push_back(name + ": " + (how[name].empty() ? "survived" : how[name]));
   }
   for (const std::string& name : component.mutants)
-    if (!caught.count(name)) v.failures.push_back("mutant " + name + ": not in this record");
+    if (!caught.count(name)) v.failures.push_back(name + ": not in this record");
   v.ok = v.failures.empty();
   v.summary = "caught " + std::to_string(caught_count) + "/" + std::to_string(component.mutants.size());
   return v;

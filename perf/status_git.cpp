@@ -86,7 +86,7 @@ KernelChanges git_kernel_changes(const std::string& dir) {
     if (run(git + "cat-file -e " + commit + "^{commit}").exit != 0) {
       answer = "unknown: commit " + commit + " is not in this checkout";
     } else {
-      const std::vector<std::string> commits = lines_of(run(git + "log --format=%h " + commit + "..HEAD --" + paths).text);
+      const std::vector<std::string> commits = lines_of(run(git + "log --no-merges --format=%h " + commit + "..HEAD --" + paths).text);
       const std::vector<std::string> files = lines_of(run(git + "diff --name-only " + commit + " HEAD --" + paths).text);
       if (!commits.empty()) {
         answer = "changed after " + commit.substr(0, 7) + " in " + std::to_string(commits.size()) + " commit" +

@@ -86,7 +86,7 @@ TEST(ReportStatus, EachVerdictFromTheLatestRecordHoldingIt) {
 
   EXPECT_EQ(alpha.mutants.summary, "caught 1/2");  // the race mutant by its perturbed run
   ASSERT_EQ(alpha.mutants.failures.size(), 1u);
-  EXPECT_EQ(alpha.mutants.failures[0], "mutant alpha_broken: survived");
+  EXPECT_EQ(alpha.mutants.failures[0], "alpha_broken: survived");
 
   // The new record ran no sanitizer: the old record's verdict stands, flagged by the kernel change.
   EXPECT_EQ(alpha.sanitizer.commit, "aaaa111");
