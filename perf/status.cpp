@@ -113,9 +113,11 @@ StatusVerdict mutants_of(const Record& r, const StatusComponent& component) {
     caught_count += c;
     if (!c) v.failures.push_back(name + ": " + (how[name].empty() ? "survived" : how[name]));
   }
+  const bool none_survived = v.failures.empty();
   for (const std::string& name : component.mutants)
     if (!caught.count(name)) v.failures.push_back(name + ": not in this record");
   v.ok = v.failures.empty();
+  v.incomplete = !v.ok && none_survived;
   v.summary = "caught " + std::to_string(caught_count) + "/" + std::to_string(component.mutants.size());
   return v;
 }

@@ -27,6 +27,7 @@ struct StatusVerdict {
   bool found = false;  // no record holds it: nothing else is set
   std::string record, commit, card, date;
   bool ok = true;
+  bool incomplete = false;            // not ok only for what the record lacks (a mutant never run)
   std::string summary;                // "212 passed, 0 failed, 3 skipped", "caught 5/5", ...
   std::vector<std::string> failures;  // each failure with its message and reproduction where recorded
   std::string kernels_changed;        // "" unchanged; else what changed since `commit`, or why unknown

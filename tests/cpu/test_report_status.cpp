@@ -87,6 +87,7 @@ TEST(ReportStatus, EachVerdictFromTheLatestRecordHoldingIt) {
   EXPECT_EQ(alpha.mutants.summary, "caught 1/2");  // the race mutant by its perturbed run
   ASSERT_EQ(alpha.mutants.failures.size(), 1u);
   EXPECT_EQ(alpha.mutants.failures[0], "alpha_broken: survived");
+  EXPECT_FALSE(alpha.mutants.incomplete);
 
   // The new record ran no sanitizer: the old record's verdict stands, flagged by the kernel change.
   EXPECT_EQ(alpha.sanitizer.commit, "aaaa111");
@@ -113,11 +114,27 @@ TEST(ReportStatus, AComponentWithoutKernelSourcesOrRecordsSaysSo) {
   EXPECT_FALSE(beta.goals.found);
   const std::string text = status_text(s);
   EXPECT_NE(text.find("  mutants    no record"), std::string::npos);
+  EXPECT_NE(text.find("  mutants    FAILED: caught 1/2"), std::string::npos);
   const std::string markdown = status_markdown(s);
   EXPECT_NE(markdown.find("## alpha"), std::string::npos);
   EXPECT_NE(markdown.find("| tests | **FAILED** 0 passed, 1 failed"), std::string::npos);
   EXPECT_NE(markdown.find("| **changed** |"), std::string::npos);
   EXPECT_NE(markdown.find("## Goals naming no component"), std::string::npos);
+}
+
+// A declared mutant that no record holds (new since the last run) leaves the verdict incomplete,
+// which is not a failure of the kernels' checks.
+TEST(ReportStatus, AMutantNoRunCheckedMakesTheVerdictIncomplete) {
+  const std::vector<StatusComponent> more_mutants = {{"alpha", {"alpha_broken", "alpha_new"}, {"alpha.hip"}}};
+  const std::string dir = testing::fresh_dir("status_incomplete");
+  write_json_file(dir + "/2026-12-02-aaaa111-synthetic.json", old_suite());
+  const Status s = build_status(dir, more_mutants, changed_after_old);
+  const StatusVerdict& mutants = s.components[0].mutants;
+  EXPECT_FALSE(mutants.ok);
+  EXPECT_TRUE(mutants.incomplete);
+  EXPECT_EQ(mutants.summary, "caught 1/2");
+  EXPECT_EQ(mutants.failures, (std::vector<std::string>{"alpha_new: not in this record"}));
+  EXPECT_NE(status_markdown(s).find("| mutants | **INCOMPLETE** caught 1/2"), std::string::npos);
 }
 
 TEST(ReportStatus, ReadsTheComponentsOfListJson) {
