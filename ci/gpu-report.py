@@ -5,8 +5,9 @@
                                   run: gtest JSON, dsv4h verify JSON, mutant verdicts, race mutant
                                   verdicts, sanitizer exits, Google Benchmark JSON, torch peers,
                                   device clocks.
-  merge PART.json... --out FILE   (here) joins the parts of a session's runs, adds the commit and
-                                  the date, judges the benchmark goals, and prints a table; exits 1
+  merge PART.json... --out FILE   (here) joins the parts of a session's runs into a record
+                                  (reports/gpu/README.md: schema_version 2, kind "suite"), adds the
+                                  commit and the date, judges the benchmark goals, and prints a table; exits 1
                                   (the record still written) on a failed test or verify case, a
                                   mutant not caught or a sanitizer finding, naming each, 2 on bad
                                   input.
@@ -35,6 +36,13 @@ HARNESS_SUITES = {"KvCache": "reference/kv_cache", "KvPool": "reference/kv_pool"
                   "LatencyFloor": "bench/latency_floor"}
 
 
+SCHEMA_VERSION = 2  # of a record (reports/gpu/README.md); ci/records-migrate marks the older ones 1
+PHASES = ("tests", "verify", "mutants", "perturb", "sanitizer", "benchmarks")  # what a suite record may hold
+MESSAGE_CHARS = 2000  # of a failure's message: its first lines say what failed; the log has the rest
+# A harness failure's reproduction line (harness/verify.cpp), in the failure's gtest message.
+REPRODUCE = re.compile(r"reproduce: (dsv4h run --case '[^']*')")
+
+
 # Google Benchmark's own fields of a run; every other key is one of the benchmark's counters.
 GBENCH_FIELDS = {"name", "family_index", "per_family_instance_index", "run_name", "run_type", "repetitions",
                  "repetition_index", "threads", "iterations", "real_time", "cpu_time", "time_unit", "aggregate_name",
@@ -60,6 +68,27 @@ def worst_budget(checks):
     return "inf" if "inf" in values else max(values or [0])
 
 
+def failure_details(failures):
+    """A failed gtest's message (its failures' text, bounded) and the reproduction line it printed."""
+    message = "\n".join(f.get("failure", "") for f in failures)
+    found = REPRODUCE.search(message)
+    details = {"message": message[:MESSAGE_CHARS] + ("..." if len(message) > MESSAGE_CHARS else "")}
+    if found:
+        details["reproduce"] = found.group(1)
+    return details
+
+
+def verify_case(c):
+    """A dsv4h verify case as a record keeps it: a failed one with its message and reproduction."""
+    case = {"case": c["case"], "source": c.get("source", ""), "status": c["status"],
+            "budget_used": worst_budget(c.get("checks", []))}
+    if c["status"] != "pass":
+        case.update({key: c[key] for key in ("message", "reproduce") if c.get(key)})
+        if len(case.get("message", "")) > MESSAGE_CHARS:
+            case["message"] = case["message"][:MESSAGE_CHARS] + "..."
+    return case
+
+
 def load(path):
     with open(path) as f:
         return json.load(f)
@@ -77,8 +106,11 @@ def collect(work):
             for t in suite["testsuite"]:
                 status = "skip" if t.get("result") == "SKIPPED" else ("fail" if t.get("failures") else "pass")
                 name = suite["name"] + "." + t["name"]
-                part["tests"].append({"binary": binary, "name": name, "component": component_of(components, name),
-                                      "status": status, "time": t.get("time")})
+                test = {"binary": binary, "name": name, "component": component_of(components, name),
+                        "status": status, "time": t.get("time")}
+                if status == "fail":
+                    test.update(failure_details(t["failures"]))
+                part["tests"].append(test)
     # dsv4h verify, one file per component (ci/gpu-suite runs the components side by side).
     for path in sorted(glob.glob(os.path.join(work, "verify", "*.json"))):
         v = load(path)
@@ -86,8 +118,7 @@ def collect(work):
                                             "graph_replay": []})
         verify["passed"] += v["passed"]
         verify["failed"] += v["failed"]
-        verify["cases"] += [{"case": c["case"], "source": c["source"], "status": c["status"],
-                             "budget_used": worst_budget(c["checks"])} for c in v["cases"]]
+        verify["cases"] += [verify_case(c) for c in v["cases"]]
         verify["graph_replay"] += v["graph_replay"]
     part["mutants"] = [load(p) for p in sorted(glob.glob(os.path.join(work, "mutants", "*.json")))]
     # The perturb phase's race mutant verdicts, a file a run: <mutant>.<check>.<run>.json, check plain,
@@ -197,7 +228,8 @@ def merge(parts, out, commit, components_source=None):
               ", ".join(f"{path} ({device or 'no card named'})" for path, device in devices.items()) +
               "; merge each card's parts into a record of its own", file=sys.stderr)
         return 2
-    report = {"commit": commit or subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+    report = {"schema_version": SCHEMA_VERSION, "kind": "suite", "phases": [],
+              "commit": commit or subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "note": "",
               "tests": [], "mutants": [], "perturb": [], "sanitizer": [], "benchmarks": [], "context": {}}
@@ -225,6 +257,7 @@ def merge(parts, out, commit, components_source=None):
               "give --components DSV4H", file=sys.stderr)
         return 2
     report["goals"] = goals.judge(report, components)
+    report["phases"] = [p for p in PHASES if report.get(p)] + (["goals"] if report["goals"] else [])
     with open(out, "w") as f:
         json.dump(report, f, indent=1)
         f.write("\n")

@@ -53,6 +53,9 @@ struct Component {
   std::string batch_param;
   std::string replay_case;
   std::vector<Mutant> mutants;
+  // The kernel files (under kernels/) its GPU launcher runs: its mutants' sources, a step's those of
+  // its stages. `dsv4h report status` flags a component whose kernels changed after its last GPU run.
+  std::vector<std::string> kernel_sources;
   // The gtest filter that selects the component's GPU checks: what must catch its mutants.
   std::string gpu_tests;
   // The benchmark binary timing it and the --benchmark_filter of its benchmarks and floors.

@@ -87,6 +87,10 @@ Component erase(Descriptor<P> d) {
   c.batch_param = d.batch_param;
   c.replay_case = d.replay_case;
   c.mutants = d.mutants;
+  for (const Mutant& m : d.mutants)
+    for (const std::string& source : m.kernel_sources)
+      if (std::find(c.kernel_sources.begin(), c.kernel_sources.end(), source) == c.kernel_sources.end())
+        c.kernel_sources.push_back(source);
   // The generic GPU tests (tests/gpu/test_components_*.cpp) name their cases after the component.
   c.gpu_tests = "*" + d.name + "*" + (d.gpu_tests.empty() ? "" : ":" + d.gpu_tests);
   c.bench_binary = d.bench_binary;

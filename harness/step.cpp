@@ -108,6 +108,10 @@ Component compose_stages(Component step, std::vector<StepStage> stages, std::vec
   for (const StepStage& stage : *shared)
     if (stage.name.empty() || stage.name.find('.') != std::string::npos)
       throw std::logic_error(name + ": a stage name is non-empty and has no '.'");
+  for (const StepStage& stage : *shared)
+    for (const std::string& source : stage.component.kernel_sources)
+      if (std::find(step.kernel_sources.begin(), step.kernel_sources.end(), source) == step.kernel_sources.end())
+        step.kernel_sources.push_back(source);
 
   // A stage's own inputs come from its generator; inputs it takes from elsewhere are not the step's.
   step.make_inputs = [shared](const Case& c) {

@@ -13,8 +13,8 @@ const char* kHelp = R"(usage: dsv4h list [--json] [--help]
 
 Prints every registered component: its parameters with their defaults, the cases and relation
 cases verify runs, its mutants, and whether this build has its GPU kernel. --json prints the same
-as one JSON document (schema_version 1; also each component's GPU test filter, benchmark binary
-and benchmark goals), which the CI scripts read instead of tables of their own.
+as one JSON document (schema_version 1; also each component's kernel sources, GPU test filter,
+benchmark binary and benchmark goals), which the CI scripts read instead of tables of their own.
 )";
 
 nlohmann::json component_json(const Component& c) {
@@ -25,7 +25,8 @@ nlohmann::json component_json(const Component& c) {
   for (const Mutant& m : c.mutants) mutants.push_back({{"name", m.name}, {"kernel_sources", m.kernel_sources}, {"bug", m.bug}, {"race", m.race}});
   return {{"name", c.name}, {"summary", c.summary}, {"gpu_kernel", static_cast<bool>(c.gpu)}, {"params", params},
           {"verify_cases", c.verify_cases}, {"batch_param", c.batch_param}, {"replay_case", c.replay_case},
-          {"relation_cases", c.relation_cases}, {"mutants", mutants}, {"gpu_tests", c.gpu_tests},
+          {"relation_cases", c.relation_cases}, {"mutants", mutants}, {"kernel_sources", c.kernel_sources},
+          {"gpu_tests", c.gpu_tests},
           {"bench", {{"binary", c.bench_binary}, {"filter", c.bench_filter}}}, {"goals", c.goals}};
 }
 

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "../component.h"
 #include "../errors.h"
 #include "../json_file.h"
 #include "args.h"
@@ -10,6 +11,7 @@
 #include "perf/compare.h"
 #include "perf/html.h"
 #include "perf/markdown.h"
+#include "perf/status.h"
 
 namespace dsv4h::cli {
 
@@ -20,10 +22,29 @@ using namespace dsv4h::report;
 const char* kHelp = R"(usage: dsv4h report compare BASE.json NEW.json [--threshold 0.03] [--min-change-us U] [--json OUT]
        dsv4h report html --history DIR --out FILE.html [--baseline FILE] [--threshold T] [--alpha A] [--min-change-us U]
        dsv4h report markdown --history DIR --out FILE.md [--baseline FILE] [--threshold T] [--alpha A] [--min-change-us U]
+       dsv4h report status [--records DIR] [--components-from LIST.json] [--markdown OUT.md]
 
 Nightly benchmark reports over history files (reports/history/README.md: Google Benchmark JSON
-with every repetition, plus commit, date, device, ceilings, accuracy). dsv4h report SUBCOMMAND
---help for each.
+with every repetition, plus commit, date, device, ceilings, accuracy), and status: the current
+GPU verdict of every component from the records of reports/gpu/. dsv4h report SUBCOMMAND --help
+for each.
+)";
+
+const char* kStatusHelp = R"(usage: dsv4h report status [--records DIR] [--components-from LIST.json] [--markdown OUT.md]
+
+What to read first: per component, the latest GPU run record (reports/gpu/README.md) holding its
+tests (and verify cases), its mutants, the sanitizer runs and its benchmark goals, each with the
+commit, card and date it came from; the failures each holds, with their messages and reproduction
+lines where the record keeps them; and, where the records are in a git checkout, whether the
+component's kernel sources (kernels/, with the headers they include) changed after that commit.
+
+  --records DIR      the records (default reports/gpu)
+  --components-from LIST.json
+                     the components of another build (its `dsv4h list --json`); default this
+                     dsv4h's
+  --markdown OUT.md  also write the status as markdown (reports/STATUS.md)
+
+exit codes: 0 the status printed (whatever the verdicts), 2 bad usage or a malformed file
 )";
 
 const char* kCompareHelp = R"(usage: dsv4h report compare BASE.json NEW.json [--threshold 0.03] [--min-change-us U] [--json OUT]
@@ -170,10 +191,37 @@ int render(const std::vector<std::string>& argv, const char* help, std::string (
   return kPass;
 }
 
+std::vector<StatusComponent> registered_components() {
+  std::vector<StatusComponent> components;
+  for (const Component& c : registry().all()) {
+    StatusComponent s{c.name, {}, c.kernel_sources};
+    for (const Mutant& m : c.mutants) s.mutants.push_back(m.name);
+    components.push_back(std::move(s));
+  }
+  return components;
+}
+
+int status(const std::vector<std::string>& argv) {
+  const Args args(argv, {"--records", "--components-from", "--markdown"}, {"--help"});
+  if (args.has("--help")) {
+    std::fputs(kStatusHelp, stdout);
+    return kPass;
+  }
+  const std::string records = args.has("--records") ? args.get("--records") : "reports/gpu";
+  const std::vector<StatusComponent> components =
+      args.has("--components-from")
+          ? status_components(read_json_file(args.get("--components-from")), args.get("--components-from"))
+          : registered_components();
+  const Status s = build_status(records, components, git_kernel_changes(records));
+  std::fputs(status_text(s).c_str(), stdout);
+  if (args.has("--markdown")) write_text(args.get("--markdown"), status_markdown(s));
+  return kPass;
+}
+
 }  // namespace
 
 int cmd_report(const std::vector<std::string>& argv) {
-  if (argv.empty()) throw UsageError("needs a subcommand: compare, html or markdown (see --help)");
+  if (argv.empty()) throw UsageError("needs a subcommand: compare, html, markdown or status (see --help)");
   const std::string sub = argv[0];
   const std::vector<std::string> rest(argv.begin() + 1, argv.end());
   if (sub == "--help") {
@@ -183,7 +231,8 @@ int cmd_report(const std::vector<std::string>& argv) {
   if (sub == "compare") return compare(rest);
   if (sub == "html") return render(rest, kHtmlHelp, render_html);
   if (sub == "markdown") return render(rest, kMarkdownHelp, render_markdown);
-  throw UsageError("unknown subcommand \"" + sub + "\" (compare, html, markdown)");
+  if (sub == "status") return status(rest);
+  throw UsageError("unknown subcommand \"" + sub + "\" (compare, html, markdown, status)");
 }
 
 }  // namespace dsv4h::cli

@@ -24,6 +24,7 @@ commands:
   fuzz      random cases of every component with boundary-weighted batch sizes, for a time or a
             count; a failure shrunk and saved as a regression fixture
   report    nightly benchmark reports: compare two runs, HTML and markdown over the history
+            (report status: the current GPU verdict of every component, what to read first)
 
 exit codes: 0 all passed, 1 a mismatch or failure, 2 bad usage or bad input
 )";

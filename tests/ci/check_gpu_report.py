@@ -7,7 +7,8 @@ taken as it is; merge judges a paired ratio goal on the median and lists each pr
 gives a bandwidth goal the faster of its two copy floors (by the driver, by the copy kernel); merge
 refuses parts that ran on different cards (nvidia-smi's name, or dsv4h verify's) and names them;
 the goals are the components' that collect found beside the run (components.json), else those of
---components, and a merge with neither is refused.
+--components, and a merge with neither is refused; a record is schema 2 with its kind and phases;
+a failed gtest or verify case keeps its message and reproduction line.
 
 usage: check_gpu_report.py DSV4H
 """
@@ -94,6 +95,38 @@ def main():
         goal = goals.get("rows=3072 all kept: >= 80% of copy bandwidth", {})
         check("a bandwidth goal's floor is the faster copy", goal.get("value") == 0.6667 and goal.get("floor") == 0.8333
               and goal.get("floor_meets_goal"))
+        record = json.load(open(report)) if run.returncode == 0 else {}
+        check("a merged record is schema 2, a suite, and lists its phases",
+              record.get("schema_version") == 2 and record.get("kind") == "suite"
+              and record.get("phases") == ["benchmarks", "goals"])
+        check("its goals name their component and unit",
+              all(g.get("component") and g.get("unit") for g in record.get("goals", [])))
+        # A failed gtest keeps its message and the reproduction line the harness printed; a failed
+        # verify case its message and reproduction.
+        failed_work = os.path.join(work, "failed-run")
+        os.makedirs(os.path.join(failed_work, "gtest"))
+        os.makedirs(os.path.join(failed_work, "verify"))
+        case = "filtered_silu_mul(rows=3,seed=1)"
+        with open(os.path.join(failed_work, "gtest", "test_gpu.shard0.json"), "w") as f:
+            json.dump({"testsuites": [{"name": "FilteredSiluMulGpu", "testsuite": [
+                {"name": "Broken", "failures": [{"failure": f"{case}: out[2] = 7\n  reproduce: dsv4h run --case '{case}'\n"
+                                                 + "x" * 5000}]},
+                {"name": "Fine"}]}]}, f)
+        with open(os.path.join(failed_work, "verify", "filtered_silu_mul.json"), "w") as f:
+            json.dump({"device": "cpu", "passed": 0, "failed": 1, "graph_replay": [], "cases": [
+                {"case": case, "source": "generated", "status": "fail", "message": "out[2] = 7",
+                 "reproduce": f"dsv4h run --case '{case}'", "checks": [{"budget_used": "inf"}]}]}, f)
+        failed_part = os.path.join(work, "failed-part.json")
+        subprocess.run([sys.executable, REPORT, "collect", "--work", failed_work, "--out", failed_part], check=True)
+        part = json.load(open(failed_part))
+        broken = [t for t in part["tests"] if t["status"] == "fail"]
+        check("a failed gtest keeps its message, bounded, and its reproduction line",
+              len(broken) == 1 and broken[0]["message"].startswith(case + ": out[2] = 7")
+              and len(broken[0]["message"]) <= 2003 and broken[0].get("reproduce") == f"dsv4h run --case '{case}'"
+              and "message" not in [t for t in part["tests"] if t["status"] == "pass"][0])
+        failed_case = part["verify"]["cases"][0]
+        check("a failed verify case keeps its message and reproduction",
+              failed_case.get("message") == "out[2] = 7" and failed_case.get("reproduce") == f"dsv4h run --case '{case}'")
         # A failing run's record is written, and merge exits 1 naming every failure.
         failing = os.path.join(work, "failing.json")
         with open(failing, "w") as f:

@@ -1,0 +1,227 @@
+#include "status.h"
+
+#include <algorithm>
+#include <map>
+#include <regex>
+
+#include "harness/errors.h"
+#include "harness/json_file.h"
+
+namespace dsv4h::report {
+
+namespace {
+
+using nlohmann::json;
+
+std::string text_of(const json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+}
+
+const json& array_of(const json& record, const char* key) {
+  static const json empty = json::array();
+  return record.contains(key) && record[key].is_array() ? record[key] : empty;
+}
+
+// The component a verify case is of: its name before "(", past a relation's "relation(...):".
+std::string case_component(const std::string& test_case) {
+  static const std::regex relation(R"(^[A-Za-z_]+\([^)]*\):)");
+  const std::string plain = std::regex_replace(test_case, relation, "", std::regex_constants::format_first_only);
+  return plain.substr(0, plain.find('('));
+}
+
+// The record's card: some schema 1 records name it as dsv4h verify does, "NVIDIA H200 (nvidia,
+// device 0)", the same card as nvidia-smi's "NVIDIA H200".
+std::string card_of(const json& record) {
+  static const std::regex backend_suffix(R"( \([^()]*, device \d+\)$)");
+  return std::regex_replace(text_of(record, "device"), backend_suffix, "");
+}
+
+// A recorded failure with what the record keeps of it: its message (first lines) and reproduction.
+std::string with_details(std::string line, const json& entry) {
+  std::string message = text_of(entry, "message");
+  if (message.size() > 300) message = message.substr(0, 300) + "...";
+  if (!message.empty()) line += ": " + message;
+  const std::string reproduce = text_of(entry, "reproduce");
+  if (!reproduce.empty()) line += "\n    reproduce: " + reproduce;
+  return line;
+}
+
+struct Record {
+  std::string file;
+  json doc;
+};
+
+StatusVerdict verdict_from(const Record& r) {
+  StatusVerdict v;
+  v.found = true;
+  v.record = r.file;
+  v.commit = text_of(r.doc, "commit");
+  v.card = card_of(r.doc);
+  v.date = text_of(r.doc, "date");
+  return v;
+}
+
+// Each verdict of a record, or one with found == false where the record holds none of it.
+StatusVerdict tests_of(const Record& r, const std::string& component) {
+  int passed = 0, failed = 0, skipped = 0, verify_passed = 0, verify_failed = 0;
+  std::vector<std::string> failures;
+  for (const json& t : array_of(r.doc, "tests")) {
+    if (text_of(t, "component") != component) continue;
+    const std::string status = text_of(t, "status");
+    (status == "pass" ? passed : status == "skip" ? skipped : failed)++;
+    if (status == "fail") failures.push_back(with_details("test " + text_of(t, "name"), t));
+  }
+  const json verify = r.doc.contains("verify") ? r.doc["verify"] : json::object();
+  for (const json& c : array_of(verify, "cases")) {
+    if (case_component(text_of(c, "case")) != component) continue;
+    const bool pass = text_of(c, "status") == "pass";
+    (pass ? verify_passed : verify_failed)++;
+    if (!pass) failures.push_back(with_details("verify " + text_of(c, "case") + " (" + text_of(c, "status") + ")", c));
+  }
+  if (passed + failed + skipped + verify_passed + verify_failed == 0) return {};
+  StatusVerdict v = verdict_from(r);
+  v.ok = failures.empty();
+  v.summary = std::to_string(passed) + " passed, " + std::to_string(failed) + " failed, " + std::to_string(skipped) +
+              " skipped; verify " + std::to_string(verify_passed) + " passed, " + std::to_string(verify_failed) + " failed";
+  v.failures = failures;
+  return v;
+}
+
+// A mutant is caught where its record says so: "caught" (schema 1 from 2026-12-02 on, and 2) or the
+// first records' "verdict"; a race mutant where any of its perturbed runs caught it.
+StatusVerdict mutants_of(const Record& r, const StatusComponent& component) {
+  std::map<std::string, bool> caught;
+  std::map<std::string, std::string> how;
+  for (const json& m : array_of(r.doc, "mutants")) {
+    const std::string name = text_of(m, "mutant");
+    if (std::find(component.mutants.begin(), component.mutants.end(), name) == component.mutants.end()) continue;
+    caught[name] = m.contains("caught") && m["caught"].is_boolean() ? m["caught"].get<bool>() : text_of(m, "verdict") == "caught";
+    how[name] = text_of(m, "status").empty() ? text_of(m, "verdict") : text_of(m, "status");
+  }
+  for (const json& p : array_of(r.doc, "perturb")) {
+    const std::string name = text_of(p, "mutant");
+    if (text_of(p, "check") != "perturbed" ||
+        std::find(component.mutants.begin(), component.mutants.end(), name) == component.mutants.end())
+      continue;
+    caught[name] = caught[name] || (p.contains("caught") && p["caught"] == true);
+    how[name] = caught[name] ? "caught perturbed" : "caught in no perturbed run";
+  }
+  if (caught.empty()) return {};
+  StatusVerdict v = verdict_from(r);
+  int caught_count = 0;
+  for (const auto& [name, c] : caught) {
+    caught_count += c;
+    if (!c) v.failures.push_back(name + ": " + (how[name].empty() ? "survived" : how[name]));
+  }
+  const bool none_survived = v.failures.empty();
+  for (const std::string& name : component.mutants)
+    if (!caught.count(name)) v.failures.push_back(name + ": not in this record");
+  v.ok = v.failures.empty();
+  v.incomplete = !v.ok && none_survived;
+  v.summary = "caught " + std::to_string(caught_count) + "/" + std::to_string(component.mutants.size());
+  return v;
+}
+
+// The sanitizer runs launch every component's kernels (ci/gpu-suite sanitize): one verdict for all.
+StatusVerdict sanitizer_of(const Record& r) {
+  const json& runs = array_of(r.doc, "sanitizer");
+  if (runs.empty()) return {};
+  StatusVerdict v = verdict_from(r);
+  for (const json& s : runs)
+    if (!s.contains("exit") || s["exit"] != 0)
+      v.failures.push_back("compute-sanitizer " + text_of(s, "tool") + " " + text_of(s, "binary") + ": exit " +
+                           (s.contains("exit") ? s["exit"].dump() : "missing"));
+  v.ok = v.failures.empty();
+  v.summary = (v.ok ? "clean in " : std::to_string(v.failures.size()) + " of ") + std::to_string(runs.size()) +
+              " runs (memcheck, racecheck)";
+  return v;
+}
+
+// Goals named for `component`, or with `component` empty those naming none (schema 1).
+StatusVerdict goals_of(const Record& r, const std::string& component) {
+  int met = 0, judged = 0;
+  std::vector<std::string> missed;
+  for (const json& g : array_of(r.doc, "goals")) {
+    if (text_of(g, "component") != component) continue;
+    ++judged;
+    if (g.contains("met") && g["met"] == true) {
+      ++met;
+      continue;
+    }
+    const std::string unit = text_of(g, "unit");
+    missed.push_back("missed: " + text_of(g, "goal") + " (" + (g.contains("value") ? g["value"].dump() : "no value") +
+                     (unit.empty() ? "" : " " + unit) + ")");
+  }
+  if (judged == 0) return {};
+  StatusVerdict v = verdict_from(r);
+  v.ok = missed.empty();
+  v.summary = "met " + std::to_string(met) + "/" + std::to_string(judged);
+  v.failures = missed;
+  return v;
+}
+
+// The later of two verdicts by date; records sort by file name, so the later file wins a tie.
+void keep_latest(StatusVerdict& best, StatusVerdict candidate) {
+  if (candidate.found && (!best.found || candidate.date >= best.date)) best = std::move(candidate);
+}
+
+}  // namespace
+
+std::vector<StatusComponent> status_components(const json& listed, const std::string& source) {
+  if (!listed.is_object() || !listed.contains("components") || !listed["components"].is_array())
+    throw BadInput(source + ": components: expected the array of `dsv4h list --json`");
+  std::vector<StatusComponent> components;
+  for (const json& c : listed["components"]) {
+    StatusComponent s{text_of(c, "name"), {}, {}};
+    if (s.name.empty()) throw BadInput(source + ": components[].name: expected a string");
+    for (const json& m : array_of(c, "mutants")) {
+      s.mutants.push_back(text_of(m, "name"));
+      for (const json& k : array_of(m, "kernel_sources"))
+        if (k.is_string() && std::find(s.kernel_sources.begin(), s.kernel_sources.end(), k) == s.kernel_sources.end())
+          s.kernel_sources.push_back(k);
+    }
+    // A step declares no mutants of its own: its kernel sources are listed apart (from 2026-12-06).
+    for (const json& k : array_of(c, "kernel_sources"))
+      if (k.is_string() && std::find(s.kernel_sources.begin(), s.kernel_sources.end(), k) == s.kernel_sources.end())
+        s.kernel_sources.push_back(k);
+    components.push_back(std::move(s));
+  }
+  return components;
+}
+
+Status build_status(const std::string& records_dir, const std::vector<StatusComponent>& components,
+                    const KernelChanges& kernel_changes) {
+  Status status;
+  status.records_dir = records_dir;
+  for (const StatusComponent& c : components) status.components.push_back({c.name, {}, {}, {}, {}});
+  for (const std::string& path : json_files_in(records_dir)) {
+    const Record r{path.substr(path.find_last_of('/') + 1), read_json_file(path)};
+    // Diagnostics and A/B experiments hold no verdict (and some no commit or date).
+    if (!r.doc.is_object() || text_of(r.doc, "commit").empty() || text_of(r.doc, "date").empty() ||
+        (r.doc.contains("kind") && r.doc["kind"] != "suite"))
+      continue;
+    bool holds_verdict = false;
+    for (const char* key : {"tests", "mutants", "perturb", "sanitizer", "goals", "verify"})
+      holds_verdict = holds_verdict || r.doc.contains(key);
+    if (!holds_verdict) continue;
+    ++status.records_read;
+    for (size_t i = 0; i < components.size(); ++i) {
+      ComponentStatus& s = status.components[i];
+      keep_latest(s.tests, tests_of(r, components[i].name));
+      keep_latest(s.mutants, mutants_of(r, components[i]));
+      keep_latest(s.sanitizer, sanitizer_of(r));
+      keep_latest(s.goals, goals_of(r, components[i].name));
+    }
+    keep_latest(status.unattributed_goals, goals_of(r, ""));
+  }
+  for (size_t i = 0; i < components.size(); ++i)
+    for (StatusVerdict* v : {&status.components[i].tests, &status.components[i].mutants, &status.components[i].sanitizer,
+                       &status.components[i].goals})
+      if (v->found)
+        v->kernels_changed = components[i].kernel_sources.empty()
+                                 ? "unknown: the component names no kernel source"
+                                 : kernel_changes(v->commit, components[i].kernel_sources);
+  return status;
+}
+
+}  // namespace dsv4h::report
