@@ -12,8 +12,9 @@
 
 namespace dsv4h {
 
-CaseFile load_case_file(const std::string& path) {
-  const nlohmann::json j = read_json_file(path);
+CaseFile load_case_file(const std::string& path) { return case_file_from_json(read_json_file(path), path); }
+
+CaseFile case_file_from_json(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) throw BadInput(path + ": expected a JSON object");
   for (const auto& [key, value] : j.items())
     if (key != "component" && key != "case" && key != "seed" && key != "note" && key != "inputs" && key != "outputs")

@@ -29,6 +29,8 @@ struct CaseFile {
 
 // BadInput naming the file and the field for every problem.
 CaseFile load_case_file(const std::string& path);
+// The same for a document already parsed; `path` names it in messages.
+CaseFile case_file_from_json(const nlohmann::json& j, const std::string& path);
 
 // The case document of a run, written as it goes (a run's tensors can be a GiB; as one JSON value
 // in memory their text takes five times that). `note`, where not empty, says where the inputs came
