@@ -1,7 +1,9 @@
-# Runs COMMAND with ARGS (separated by "|") and requires exit code EXPECTED and REGEX in its output.
+# Runs COMMAND with ARGS (separated by "|"; "<bar>" in one stands for "|") and requires exit code
+# EXPECTED and REGEX in its output.
 # Optional: QUIET_STDOUT (stdout must be empty: errors go to stderr), ABSENT (a file that must not
 # exist afterwards; removed first).
 string(REPLACE "|" ";" ARGS "${ARGS}")
+string(REPLACE "<bar>" "|" ARGS "${ARGS}")
 if(ABSENT)
   file(REMOVE "${ABSENT}")
 endif()

@@ -1,7 +1,7 @@
-// libFuzzer target: case strings and relation case strings, as `--case` and `--filter` users type
-// them. Oracle: every input parses or is refused as BadInput; any other exception, a crash, a
-// sanitizer report or an input slower than -timeout is a finding. A parsed case's canonical string
-// parses back to itself. Repro: build/fuzz/tests/fuzz/fuzz_case_string CRASH_FILE.
+// libFuzzer target: case strings and relation case strings, as `--case` users type them. Oracle:
+// every input parses or is refused as BadInput; any other exception, a crash, a sanitizer report
+// or an input slower than -timeout is a finding. A parsed case's canonical string parses back to
+// itself. Repro: build/fuzz/tests/fuzz/fuzz_case_string CRASH_FILE.
 #include <cstddef>
 #include <cstdint>
 #include <string>
