@@ -104,8 +104,8 @@ void write_case_file(const std::string& path, const Case& c, const TensorMap& in
 }
 
 uint64_t case_document_bytes_bound(const TensorMap& inputs, const std::map<std::string, TensorMap>& outputs_by_backend) {
-  uint64_t bytes = 1024 + tensors_json_bytes_bound(inputs);
-  for (const auto& [backend, tensors] : outputs_by_backend) bytes += 32 + tensors_json_bytes_bound(tensors);
+  uint64_t bytes = 1024 + tensors_json_bytes_bound(inputs, true);
+  for (const auto& [backend, tensors] : outputs_by_backend) bytes += 32 + tensors_json_bytes_bound(tensors, false);
   return bytes;
 }
 

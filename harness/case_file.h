@@ -40,7 +40,8 @@ void write_case_document(std::ostream& out, const Case& c, const TensorMap& inpu
 void write_case_file(const std::string& path, const Case& c, const TensorMap& inputs,
                      const std::map<std::string, TensorMap>& outputs_by_backend, const std::string& note = "");
 
-// The most bytes the case document of these tensors can take.
+// The most bytes the case document of these inputs and outputs can take, before the outputs hold
+// their values.
 uint64_t case_document_bytes_bound(const TensorMap& inputs, const std::map<std::string, TensorMap>& outputs_by_backend);
 
 // Where fixtures live: $DSV4H_FIXTURES, else ./fixtures if it exists, else beside an installed

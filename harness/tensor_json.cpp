@@ -19,10 +19,18 @@ void write_number(std::ostream& out, double v) {
   out.write(buf, r.ptr - buf);
 }
 
-// Per element: the longest number of the dtype and its separator.
-uint64_t element_bytes_bound(DType dtype) {
+// An integer's text and its separator.
+uint64_t integer_bytes(int64_t v) {
+  uint64_t digits = 1;
+  for (uint64_t magnitude = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v); magnitude >= 10; magnitude /= 10)
+    ++digits;
+  return digits + (v < 0) + 1;
+}
+
+// The longest element of a dtype and its separator: a float "-1.1754943508222875e-38,".
+uint64_t longest_element_bytes(DType dtype) {
   switch (dtype) {
-    case DType::f32: case DType::bf16: case DType::fp8_e4m3: return 25;  // "-1.1754943508222875e-38,"
+    case DType::f32: case DType::bf16: case DType::fp8_e4m3: return 25;
     case DType::i32: return 12;
     case DType::i64: return 21;
     case DType::u8: return 4;
@@ -62,10 +70,16 @@ void write_tensors_json(std::ostream& out, const TensorMap& tensors, const std::
   out << (tensors.empty() ? "}" : "\n" + indent + "}");
 }
 
-uint64_t tensors_json_bytes_bound(const TensorMap& tensors) {
+uint64_t tensors_json_bytes_bound(const TensorMap& tensors, bool values_final) {
   uint64_t bytes = 2;
-  for (const auto& [name, t] : tensors)
-    bytes += 100 + name.size() + 24 * t.shape().size() + static_cast<uint64_t>(t.numel()) * element_bytes_bound(t.dtype());
+  for (const auto& [name, t] : tensors) {
+    bytes += 100 + name.size() + 24 * t.shape().size();
+    // Integers counted exactly in one pass without allocating; floats at their longest, as
+    // writing each to find its length would take as long as the dump.
+    if (!values_final || dtype_is_float(t.dtype())) bytes += static_cast<uint64_t>(t.numel()) * longest_element_bytes(t.dtype());
+    else if (t.dtype() == DType::i64) for (int64_t i = 0; i < t.numel(); ++i) bytes += integer_bytes(t.data<int64_t>()[i]);
+    else for (int64_t i = 0; i < t.numel(); ++i) bytes += integer_bytes(static_cast<int64_t>(t.get(i)));
+  }
   return bytes;
 }
 

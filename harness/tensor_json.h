@@ -19,9 +19,10 @@ namespace dsv4h {
 void write_tensor_json(std::ostream& out, const HostTensor& t, const std::string& indent);
 void write_tensors_json(std::ostream& out, const TensorMap& tensors, const std::string& indent);
 
-// The most bytes write_tensors_json can write for these tensors: their sizes are known before a
-// run, their text only after.
-uint64_t tensors_json_bytes_bound(const TensorMap& tensors);
+// The most bytes write_tensors_json can write for these tensors: where `values_final` (inputs),
+// integers counted exactly and floats at their longest; else (outputs before a run) every element
+// at its dtype's longest.
+uint64_t tensors_json_bytes_bound(const TensorMap& tensors, bool values_final);
 
 // `where` names the place in the document for error messages, e.g. "cases/x.json: inputs.gate_up".
 // Any problem is BadInput naming `where` and the field; so is a finite value beyond the dtype's
