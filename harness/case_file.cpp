@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "component.h"
 #include "errors.h"
@@ -11,8 +12,9 @@
 
 namespace dsv4h {
 
-CaseFile load_case_file(const std::string& path) {
-  const nlohmann::json j = read_json_file(path);
+CaseFile load_case_file(const std::string& path) { return case_file_from_json(read_json_file(path), path); }
+
+CaseFile case_file_from_json(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) throw BadInput(path + ": expected a JSON object");
   for (const auto& [key, value] : j.items())
     if (key != "component" && key != "case" && key != "seed" && key != "note" && key != "inputs" && key != "outputs")
@@ -71,12 +73,40 @@ CaseFile load_case_file(const std::string& path) {
   return file;
 }
 
-nlohmann::json case_document(const Case& c, const TensorMap& inputs,
-                             const std::map<std::string, TensorMap>& outputs_by_backend) {
-  nlohmann::json outputs = nlohmann::json::object();
-  for (const auto& [backend, tensors] : outputs_by_backend) outputs[backend] = tensors_to_json(tensors);
-  return {{"component", c.component()}, {"case", c.str()}, {"seed", c.seed()},
-          {"inputs", tensors_to_json(inputs)}, {"outputs", outputs}};
+void write_case_document(std::ostream& out, const Case& c, const TensorMap& inputs,
+                         const std::map<std::string, TensorMap>& outputs_by_backend, const std::string& note) {
+  const auto string = [](const std::string& text) {
+    return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  out << "{\n \"component\": " << string(c.component()) << ",\n \"case\": " << string(c.str()) << ",\n \"seed\": " << c.seed()
+      << ",\n";
+  if (!note.empty()) out << " \"note\": " << string(note) << ",\n";
+  out << " \"inputs\": ";
+  write_tensors_json(out, inputs, " ");
+  out << ",\n \"outputs\": {";
+  const char* separator = "\n";
+  for (const auto& [backend, tensors] : outputs_by_backend) {
+    out << separator << "  " << string(backend) << ": ";
+    write_tensors_json(out, tensors, "  ");
+    separator = ",\n";
+  }
+  out << (outputs_by_backend.empty() ? "}" : "\n }") << "\n}\n";
+}
+
+void write_case_file(const std::string& path, const Case& c, const TensorMap& inputs,
+                     const std::map<std::string, TensorMap>& outputs_by_backend, const std::string& note) {
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::ofstream out(path);
+  write_case_document(out, c, inputs, outputs_by_backend, note);
+  out.close();  // a full disk shows only when the buffer is flushed
+  if (out.fail()) throw std::runtime_error("cannot write " + path);
+}
+
+uint64_t case_document_bytes_bound(const TensorMap& inputs, const std::map<std::string, TensorMap>& outputs_by_backend) {
+  uint64_t bytes = 1024 + tensors_json_bytes_bound(inputs, true);
+  for (const auto& [backend, tensors] : outputs_by_backend) bytes += 32 + tensors_json_bytes_bound(tensors, false);
+  return bytes;
 }
 
 std::string fixtures_dir() {

@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -28,9 +29,20 @@ struct CaseFile {
 
 // BadInput naming the file and the field for every problem.
 CaseFile load_case_file(const std::string& path);
+// The same for a document already parsed; `path` names it in messages.
+CaseFile case_file_from_json(const nlohmann::json& j, const std::string& path);
 
-nlohmann::json case_document(const Case& c, const TensorMap& inputs,
-                             const std::map<std::string, TensorMap>& outputs_by_backend);
+// The case document of a run, written as it goes (a run's tensors can be a GiB; as one JSON value
+// in memory their text takes five times that). `note`, where not empty, says where the inputs came
+// from. write_case_file creates the folders it needs; a failed write is a runtime_error.
+void write_case_document(std::ostream& out, const Case& c, const TensorMap& inputs,
+                         const std::map<std::string, TensorMap>& outputs_by_backend, const std::string& note = "");
+void write_case_file(const std::string& path, const Case& c, const TensorMap& inputs,
+                     const std::map<std::string, TensorMap>& outputs_by_backend, const std::string& note = "");
+
+// The most bytes the case document of these inputs and outputs can take, before the outputs hold
+// their values.
+uint64_t case_document_bytes_bound(const TensorMap& inputs, const std::map<std::string, TensorMap>& outputs_by_backend);
 
 // Where fixtures live: $DSV4H_FIXTURES, else ./fixtures if it exists, else beside an installed
 // executable (PREFIX/share/dsv4h/fixtures), else the source tree's.

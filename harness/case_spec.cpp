@@ -1,25 +1,33 @@
 #include "case_spec.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
 #include "compare.h"
 #include "errors.h"
+#include "excerpt.h"
 
 namespace dsv4h {
 namespace {
 
 std::string canonical_value(const ParamSpec& spec, const std::string& component, const std::string& text) {
   char* end = nullptr;
+  errno = 0;
   const double value = std::strtod(text.c_str(), &end);
   const std::string where = component + ": parameter \"" + spec.name + "\"";
-  // strtod also reads hexadecimal ("0x10"): a case string's numbers are decimal only.
+  // strtod also reads hexadecimal ("0x10"): a case string's numbers are decimal only. It reads
+  // 1e-400 as 0 and says so in errno: a value a double cannot hold is refused, never rounded to 0.
   if (text.empty() || *end != '\0' || !std::isfinite(value) || text.find_first_of("xX") != std::string::npos)
-    throw BadInput(where + " must be a finite decimal number, got \"" + text + "\"");
+    throw BadInput(where + " must be a finite decimal number, got \"" + excerpt(text, 40) + "\"");
+  if (errno == ERANGE)
+    throw BadInput(where + ": \"" + excerpt(text, 40) + "\" is beyond what a double holds (it would read as " +
+                   format_value(value) + ")");
   if (spec.kind == ParamKind::integer) {
     if (value != std::floor(value) || std::fabs(value) > 9.0e15)
-      throw BadInput(where + " must be an integer, got \"" + text + "\"");
+      throw BadInput(where + " must be an integer, got \"" + excerpt(text, 40) + "\"");
     return std::to_string(static_cast<int64_t>(value));
   }
   return format_value(value);
@@ -43,7 +51,7 @@ Case::Case(std::string component, const std::vector<ParamSpec>& schema,
     if (!known) {
       std::string names;
       for (const ParamSpec& spec : schema) names += (names.empty() ? "" : ", ") + spec.name;
-      throw BadInput(component_ + ": unknown parameter \"" + name + "\" (known: " + names + ", seed)");
+      throw BadInput(component_ + ": unknown parameter \"" + excerpt(name, 40) + "\" (known: " + names + ", seed)");
     }
   }
   for (const ParamSpec& spec : schema) {
@@ -91,7 +99,7 @@ std::pair<std::string, std::map<std::string, std::string>> split_case_string(con
   const std::string t = trim(text);
   const size_t open = t.find('(');
   const auto bad = [&](const std::string& why) {
-    return BadInput("case \"" + text + "\": " + why + " (expected e.g. name(key=value,...,seed=N))");
+    return BadInput("case \"" + excerpt(text) + "\": " + why + " (expected e.g. name(key=value,...,seed=N))");
   };
   if (open == std::string::npos) return {t, {}};
   if (t.back() != ')') throw bad("missing closing parenthesis");
@@ -99,16 +107,16 @@ std::pair<std::string, std::map<std::string, std::string>> split_case_string(con
   if (name.empty()) throw bad("no component name");
   std::map<std::string, std::string> values;
   const std::string body = t.substr(open + 1, t.size() - open - 2);
-  size_t pos = 0;
-  while (pos <= body.size() && !trim(body).empty()) {
-    const size_t comma = body.find(',', pos);
-    const std::string item = trim(body.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+  if (trim(body).empty()) return {name, values};
+  // One pass over the body: each item is trimmed on its own, never the rest of the body.
+  for (size_t pos = 0; pos <= body.size();) {
+    const size_t comma = std::min(body.find(',', pos), body.size());
+    const std::string item = trim(body.substr(pos, comma - pos));
     const size_t eq = item.find('=');
-    if (eq == std::string::npos) throw bad("\"" + item + "\" is not key=value");
+    if (eq == std::string::npos) throw bad("\"" + excerpt(item, 40) + "\" is not key=value");
     const std::string key = trim(item.substr(0, eq));
-    if (values.count(key)) throw bad("\"" + key + "\" given twice");
+    if (values.count(key)) throw bad("\"" + excerpt(key, 40) + "\" given twice");
     values[key] = trim(item.substr(eq + 1));
-    if (comma == std::string::npos) break;
     pos = comma + 1;
   }
   return {name, values};

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "errors.h"
+#include "excerpt.h"
 #include "poison.h"
 #include "random.h"
 
@@ -83,7 +84,7 @@ const RelationKind& kind_of(const std::string& name) {
     if (k.name == name) return k;
   std::string names;
   for (const RelationKind& k : relation_kinds()) names += (names.empty() ? "" : ", ") + k.name;
-  throw BadInput("unknown relation \"" + name + "\" (known: " + names + ")");
+  throw BadInput("unknown relation \"" + excerpt(name, 60) + "\" (known: " + names + ")");
 }
 
 // The position of the ':' that separates the relation from its component case, or npos.
@@ -164,7 +165,7 @@ bool is_relation_case(const std::string& text) { return relation_colon(text) != 
 RelationCase parse_relation_case(const std::string& text, uint64_t default_seed) {
   const size_t colon = relation_colon(text);
   if (colon == std::string::npos)
-    throw BadInput("relation case \"" + text + "\": expected RELATION(key=value,...):COMPONENT_CASE");
+    throw BadInput("relation case \"" + excerpt(text) + "\": expected RELATION(key=value,...):COMPONENT_CASE");
   auto [name, values] = split_case_string(text.substr(0, colon));
   const RelationKind& kind = kind_of(name);
   return {Case(name, kind.params, values, 0), parse_case(text.substr(colon + 1), default_seed)};

@@ -29,4 +29,9 @@ class Args {
   std::map<std::string, std::string> values_;
 };
 
+// Before a run, so that hours of work are not lost at its end: `path` (the value of `option`, e.g.
+// --json) can be written, i.e. is a writable file (or device) or can be created, with the folders
+// above it, under a writable folder. A UsageError naming the option and the path otherwise.
+void check_writable(const std::string& option, const std::string& path);
+
 }  // namespace dsv4h::cli

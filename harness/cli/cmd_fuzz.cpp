@@ -51,6 +51,7 @@ int cmd_fuzz(const std::vector<std::string>& argv) {
     std::fputs(kHelp, stdout);
     return kPass;
   }
+  if (args.has("--json")) check_writable("--json", args.get("--json"));
   FuzzOptions options;
   options.seconds = parse_seconds(args.get("--time", "60s"));
   options.max_cases = args.integer("--cases", 0, 1);

@@ -147,6 +147,7 @@ int compare(std::vector<std::string> argv) {
     return kPass;
   }
   if (files.size() != 2) throw UsageError("compare needs BASE.json and NEW.json (see --help)");
+  if (args.has("--json")) check_writable("--json", args.get("--json"));
   const Comparison c = compare_nights(load_night(files[0]), load_night(files[1]), compare_options(args));
   std::printf("%s -> %s (threshold %.3g, min change %.3g us)\n", c.base_label.c_str(), c.new_label.c_str(),
               c.options.threshold, c.options.min_change_us);
@@ -184,6 +185,7 @@ int render(const std::vector<std::string>& argv, const char* help, std::string (
     return kPass;
   }
   if (!args.has("--history") || !args.has("--out")) throw UsageError("needs --history DIR and --out FILE (see --help)");
+  check_writable("--out", args.get("--out"));
   const HistorySummary s = summarize_history(args.get("--history"), args.get("--baseline"), compare_options(args));
   write_text(args.get("--out"), renderer(s));
   std::printf("wrote %s: %zu nights, %zu benchmarks, latest %s against %s\n", args.get("--out").c_str(),

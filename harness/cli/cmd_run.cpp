@@ -3,6 +3,7 @@
 
 #include "../case_file.h"
 #include "../errors.h"
+#include "../excerpt.h"
 #include "../relation.h"
 #include "../tensor_json.h"
 #include "../verify.h"
@@ -19,20 +20,58 @@ Runs one case on the reference and, where a GPU is present (or --backend gpu), o
 compares them (and, for a fixture with outputs.expected, both with the stored outputs).
 
   --case     a case string, e.g. 'filtered_silu_mul(rows=77,inter=2048,kept=0.5,seed=42)'
-             (missing parameters take their defaults; see dsv4h list), or a case file (JSON),
-             or a relation case, e.g. 'batch_invariance(chunks=3):filtered_silu_mul(rows=77,seed=3)'
-             (the same work as sub-batches or successive steps, equal bit for bit; see README)
-  --inputs   a JSON document whose "inputs" replace the generated inputs (the schema of --dump)
+             (missing parameters take their defaults; see dsv4h list), or a case file (JSON: a
+             value ending in .json or holding a '/', e.g. ./my_case), or a relation case, e.g.
+             'batch_invariance(chunks=3):filtered_silu_mul(rows=77,seed=3)' (the same work as
+             sub-batches or successive steps, equal bit for bit; see README)
+  --inputs   a JSON document whose "inputs" replace the generated inputs (the schema of --dump);
+             where it names a "case" or "seed" they must be the run's (the dump records them);
+             where it names neither, the dump's note says where the inputs came from
   --dump     write {"component", "case", "seed", "inputs", "outputs": {"reference", "gpu"}};
              tensors are {"dtype", "shape", "data"}, data flat and row-major, NaN and infinities
-             as "nan", "inf", "-inf"; an element no one wrote shows as "nan"
+             as "nan", "inf", "-inf"; an element no one wrote shows as "nan". A dump that could
+             exceed 256 MiB is refused before the run (exit 2); a case refused as bad input
+             writes none
   --backend  auto (default: the GPU when one is found), cpu (reference only) or gpu (required)
 )";
 
-TensorMap load_inputs(const std::string& path) {
+// The largest dump written: JSON text of a GiB case takes minutes to write and more to read.
+constexpr uint64_t kDumpLimitBytes = uint64_t{256} << 20;
+
+// The inputs of an --inputs document made for case `c`: a document naming another case or seed
+// (a dump of another run) would make the dump of this run record a case its inputs are not of.
+TensorMap load_inputs(const std::string& path, const Case& c) {
   const nlohmann::json j = read_json_file(path);
   if (!j.is_object() || !j.contains("inputs")) throw BadInput(path + ": missing field \"inputs\"");
+  if (j.contains("seed") && !(j["seed"].is_number_unsigned() && j["seed"].get<uint64_t>() == c.seed()))
+    throw BadInput(path + ": field \"seed\" is " + describe_json(j["seed"]) + ", the run's seed is " +
+                   std::to_string(c.seed()) + " (--inputs takes the inputs of the case run)");
+  if (j.contains("case")) {
+    if (!j["case"].is_string()) throw BadInput(path + ": field \"case\" must be a string");
+    const Case named = [&] {
+      try {
+        return parse_case(j["case"].get<std::string>(), c.seed());
+      } catch (const BadInput& e) {
+        throw BadInput(path + ": field \"case\": " + e.what());
+      }
+    }();
+    if (named.str() != c.str())
+      throw BadInput(path + ": field \"case\" is " + named.str() + ", the run's case is " + c.str() +
+                     " (--inputs takes the inputs of the case run)");
+  }
   return tensors_from_json(j["inputs"], path + ": inputs");
+}
+
+// Refuses, before the run, a dump that could exceed kDumpLimitBytes.
+void check_dump_size(const Component& component, const Case& c, const TensorMap& inputs, bool gpu) {
+  const TensorMap outputs = component.make_outputs(c);
+  std::map<std::string, TensorMap> outputs_by_backend = {{"reference", outputs}};
+  if (gpu) outputs_by_backend["gpu"] = outputs;
+  const uint64_t bound = case_document_bytes_bound(inputs, outputs_by_backend);
+  if (bound > kDumpLimitBytes)
+    throw UsageError("--dump: the dump of " + c.str() + " could take " + std::to_string(bound >> 20) +
+                     " MiB, more than the " + std::to_string(kDumpLimitBytes >> 20) +
+                     " MiB a dump may: run it without --dump, or dump a smaller case");
 }
 
 int exit_code(CaseStatus status) {
@@ -50,7 +89,7 @@ int run_relation_case(const Args& args, const std::string& text) {
   std::unique_ptr<GpuBackend> gpu = choose_backend(args.get("--backend", "auto"), note);
   if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
   const CaseResult result = run_relation(registry().get(rc.subject.component()), rc, gpu.get());
-  std::printf("%s\n", result.report().c_str());
+  std::fprintf(result.status == CaseStatus::bad_input ? stderr : stdout, "%s\n", result.report().c_str());
   for (const auto& [label, cmp] : result.checks)
     if (cmp.passed()) std::printf("  %s: %s\n", label.c_str(), cmp.summary().c_str());
   return exit_code(result.status);
@@ -67,25 +106,40 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (!args.has("--case")) throw UsageError("--case is required (see --help)");
   const std::string case_arg = args.get("--case");
   if (is_relation_case(case_arg)) return run_relation_case(args, case_arg);
+  if (args.has("--dump")) check_writable("--dump", args.get("--dump"));
+  // A name of a file in the working folder would otherwise shadow a component of the same name.
   const bool is_file = case_arg.find('(') == std::string::npos &&
-                       (std::filesystem::exists(case_arg) || (case_arg.size() > 5 && case_arg.substr(case_arg.size() - 5) == ".json"));
+                       (case_arg.find('/') != std::string::npos ||
+                        (case_arg.size() > 5 && case_arg.substr(case_arg.size() - 5) == ".json"));
   std::optional<CaseFile> file;
   if (is_file) file = load_case_file(case_arg);
   const Case c = file ? file->test_case : parse_case(case_arg);
   std::optional<TensorMap> inputs = file ? file->inputs : std::nullopt;
-  if (args.has("--inputs")) inputs = load_inputs(args.get("--inputs"));
+  std::string inputs_note;
+  if (args.has("--inputs")) {
+    inputs = load_inputs(args.get("--inputs"), c);
+    inputs_note = "inputs from " + args.get("--inputs");
+  }
 
   std::string note;
   std::unique_ptr<GpuBackend> gpu = choose_backend(args.get("--backend", "auto"), note);
   if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
   const Component& component = registry().get(c.component());
+  if (args.has("--dump")) {
+    if (!inputs) inputs = component.make_inputs(c);
+    check_dump_size(component, c, *inputs, gpu != nullptr);
+  }
   const CaseRun run = run_case(component, c, gpu.get(), inputs, file ? file->expected : std::nullopt,
                                file ? file->path : "generated");
-  std::printf("%s\n", run.result.report().c_str());
+  // A case refused as bad input is a usage error: its message goes where errors go.
+  std::FILE* report = run.result.status == CaseStatus::bad_input ? stderr : stdout;
+  std::fprintf(report, "%s\n", run.result.report().c_str());
   for (const auto& [label, cmp] : run.result.checks)
     if (cmp.passed()) std::printf("  %s: %s\n", label.c_str(), cmp.summary().c_str());
-  if (args.has("--dump")) {
-    write_json_file(args.get("--dump"), case_document(c, run.inputs, run.outputs));
+  if (args.has("--dump") && run.result.status == CaseStatus::bad_input) {
+    std::fprintf(stderr, "%s not written: the case was refused\n", args.get("--dump").c_str());
+  } else if (args.has("--dump")) {
+    write_case_file(args.get("--dump"), c, run.inputs, run.outputs, inputs_note);
     std::fprintf(stderr, "wrote %s\n", args.get("--dump").c_str());
   }
   return exit_code(run.result.status);

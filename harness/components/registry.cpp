@@ -3,6 +3,7 @@
 
 #include "../descriptor.h"
 #include "../errors.h"
+#include "../excerpt.h"
 
 namespace dsv4h {
 
@@ -13,7 +14,7 @@ const Component& Registry::get(const std::string& name) const {
     if (c.name == name) return c;
   std::string names;
   for (const Component& c : components_) names += (names.empty() ? "" : ", ") + c.name;
-  throw BadInput("unknown component \"" + name + "\" (known: " + names + ")");
+  throw BadInput("unknown component \"" + excerpt(name, 60) + "\" (known: " + names + ")");
 }
 
 std::vector<Component> all_component_descriptors();  // generated: cmake/components.cmake
@@ -59,7 +60,7 @@ Case parse_case(const std::string& text, uint64_t default_seed) {
   if (auto it = values.find("seed"); it != values.end()) {
     const std::string& s = it->second;
     if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos)
-      throw BadInput(name + ": seed must be a non-negative integer below 10^19, got \"" + s + "\"");
+      throw BadInput(name + ": seed must be a non-negative integer below 10^19, got \"" + excerpt(s, 40) + "\"");
     seed = std::stoull(s);
     values.erase(it);
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <unistd.h>
 
 #include "harness/case_file.h"
@@ -82,6 +83,70 @@ TEST_F(CaseFileTest, MalformedFilesNameTheField) {
              "outputs.expected.out is bf16[1, 2], the case's output is bf16[2, 2]");
 }
 
+// Issue 28: 100000 levels in a tensor's data or shape overflowed the stack in the error message's
+// own dump of the element, and a fixture so nested crashed all of verify.
+TEST_F(CaseFileTest, DeepNestingIsRefusedBeforeParsing) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  expect_bad(std::string("{") + kCase + R"j(, "inputs": {"gate_up": {"dtype": "bf16", "shape": [1], "data": )j" + deep + "}}}",
+             "nest deeper than 64 levels");
+  expect_bad(std::string("{") + kCase + R"j(, "inputs": {"gate_up": {"dtype": "bf16", "data": [], "shape": )j" + deep + "}}}",
+             "nest deeper than 64 levels");
+  // Brackets inside strings are text, not nesting.
+  EXPECT_NO_THROW(parse_json_text("[\"" + std::string(1000, '[') + "\"]", "text"));
+  EXPECT_NO_THROW(parse_json_text(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'), "text"));
+}
+
+// A bad element is described, never dumped whole: an array by its size, a long string cut short.
+TEST_F(CaseFileTest, MessagesQuoteABoundedPrefix) {
+  const std::string nested = std::string(60, '[') + std::string(60, ']');
+  const std::string long_string = "\"" + std::string(1 << 20, 'x') + "\"";
+  for (const auto& [element, mentions] : {std::pair<std::string, std::string>{nested, "an array of 1 elements"},
+                                          {long_string, "(1048576 bytes)"}}) {
+    const std::string path = write(std::string("{") + kCase + R"j(, "inputs": {"gate_up": {"dtype": "bf16", "shape": [1], "data": [)j" +
+                                   element + "]}}}");
+    try {
+      load_case_file(path);
+      FAIL() << "accepted " << mentions;
+    } catch (const BadInput& e) {
+      EXPECT_NE(std::string(e.what()).find(mentions), std::string::npos) << e.what();
+      EXPECT_LT(std::string(e.what()).size(), 400u);
+    }
+  }
+  // The parser's own message quotes what it read: an unterminated megabyte string is cut short.
+  try {
+    parse_json_text("[" + long_string.substr(0, long_string.size() - 1), "text");
+    FAIL() << "accepted an unterminated string";
+  } catch (const BadInput& e) {
+    EXPECT_LT(std::string(e.what()).size(), 400u);
+  }
+}
+
+// Issue 28: a finite value beyond the dtype's range became an infinity (bf16, f32) or a NaN (fp8)
+// unseen. Infinities and NaN are written as such.
+TEST_F(CaseFileTest, ValuesBeyondTheDtypesRangeAreRefused) {
+  const auto tensor = [](const std::string& dtype, const std::string& value) {
+    return std::string("{") + kCase + R"j(, "inputs": {"x": {"dtype": ")j" + dtype + R"j(", "shape": [1], "data": [)j" + value + "]}}}";
+  };
+  expect_bad(tensor("bf16", "3.4e38"), "inputs.x.data[0]: 3.4e+38 is beyond bf16's range");
+  expect_bad(tensor("bf16", "-1e39"), "beyond bf16's range");
+  expect_bad(tensor("f32", "1e39"), "beyond f32's range");
+  expect_bad(tensor("fp8_e4m3", "500"), "beyond fp8_e4m3's range");
+  for (const auto& [dtype, value] : {std::pair<std::string, std::string>{"bf16", "3.38e38"}, {"bf16", "\"inf\""},
+                                     {"fp8_e4m3", "448"}, {"fp8_e4m3", "\"nan\""}, {"f32", "3.4e38"}}) {
+    const CaseFile f = load_case_file(write(tensor(dtype, value)));
+    EXPECT_EQ(f.inputs->at("x").numel(), 1) << dtype << " " << value;
+  }
+}
+
+TEST_F(CaseFileTest, WrittenJsonIsUtf8) {
+  // A commit label cut inside a character, a file name in another encoding.
+  const std::string path = write("");
+  write_json_file(path, {{"commit", "abc\xe2\x82"}, {"file", "caf\xe9.json"}});
+  const nlohmann::json j = read_json_file(path);
+  EXPECT_EQ(j["commit"], "abc\xef\xbf\xbd");
+  EXPECT_EQ(j["file"], "caf\xef\xbf\xbd.json");
+}
+
 TEST_F(CaseFileTest, ADirectoryIsNoCaseFile) {
   const std::string dir = std::filesystem::temp_directory_path().string();
   try {
@@ -103,7 +168,10 @@ TEST_F(CaseFileTest, DumpLoadsBackBitForBit) {
   TensorMap inputs = component.make_inputs(c);
   inputs["gate_up"].set(0, INFINITY);
   inputs["gate_up"].set(1, -INFINITY);
-  const std::string path = write(case_document(c, inputs, {}).dump());
+  std::ostringstream document;
+  write_case_document(document, c, inputs, {{"reference", inputs}});
+  const std::string path = write(document.str());
+  EXPECT_LE(document.str().size(), case_document_bytes_bound(inputs, {{"reference", inputs}}));
   const CaseFile f = load_case_file(path);
   EXPECT_EQ(f.test_case.str(), c.str());
   ASSERT_TRUE(f.inputs.has_value());
