@@ -33,6 +33,10 @@ namespace dsv4h {
 
 Mutant make_mutant(const std::string& name, const std::string& sources, const std::string& bug, bool race);
 
+// The gtest filter of a component's GPU checks: the generic GPU tests (tests/gpu/test_components_*.cpp)
+// name their cases after the component, and `own` selects its own tests.
+std::string gpu_test_filter(const std::string& component, const std::string& own);
+
 // The goals' JSON, checked for the fields every goal needs; a logic_error naming the component.
 nlohmann::json parse_goals(const std::string& component, const std::string& text);
 
@@ -91,8 +95,7 @@ Component erase(Descriptor<P> d) {
     for (const std::string& source : m.kernel_sources)
       if (std::find(c.kernel_sources.begin(), c.kernel_sources.end(), source) == c.kernel_sources.end())
         c.kernel_sources.push_back(source);
-  // The generic GPU tests (tests/gpu/test_components_*.cpp) name their cases after the component.
-  c.gpu_tests = "*" + d.name + "*" + (d.gpu_tests.empty() ? "" : ":" + d.gpu_tests);
+  c.gpu_tests = gpu_test_filter(d.name, d.gpu_tests);
   c.bench_binary = d.bench_binary;
   c.bench_filter = d.bench_filter;
   c.goals = parse_goals(d.name, d.goals);

@@ -70,9 +70,7 @@ Component compose(StepDescriptor<P> d) {
   shell.verify_cases = d.verify_cases;
   shell.batch_param = d.batch_param;
   shell.replay_case = d.replay_case;
-  // As erase() does: the generic GPU tests (tests/gpu/test_components_*.cpp) name their cases
-  // after the component; a step has no benchmark goals of its own.
-  shell.gpu_tests = "*" + d.name + "*" + (d.gpu_tests.empty() ? "" : ":" + d.gpu_tests);
+  shell.gpu_tests = gpu_test_filter(d.name, d.gpu_tests);  // a step has no benchmark goals of its own
   shell.goals = nlohmann::json::array();
   shell.relation_cases = d.relation_cases;
   std::vector<StepStage> stages;

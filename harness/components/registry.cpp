@@ -31,6 +31,10 @@ const Registry& registry() {
   return r;
 }
 
+std::string gpu_test_filter(const std::string& component, const std::string& own) {
+  return "*" + component + "*" + (own.empty() ? "" : ":" + own);
+}
+
 nlohmann::json parse_goals(const std::string& component, const std::string& text) {
   nlohmann::json goals;
   try {
