@@ -50,7 +50,10 @@ std::string status_text(const Status& s) {
   for (const ComponentStatus& c : s.components) {
     out += "\n" + c.name + "\n";
     std::string said;  // the kernels line already printed: verdicts of one commit share it
-    for (const auto& [kind, v] : verdicts_of(c)) {
+    for (const auto& kind_verdict : verdicts_of(c)) {
+      // Not a structured binding: a lambda below names the kind, which clang before 16 refuses.
+      const std::string& kind = kind_verdict.first;
+      const auto& v = kind_verdict.second;
       if (!v->found) {
         out += "  " + kind + std::string(11 - kind.size(), ' ') + "no record\n";
         continue;
@@ -83,7 +86,10 @@ std::string status_markdown(const Status& s) {
     out += "\n## " + c.name +
            "\n\n| | verdict | commit | card | date | record | kernels since |\n|---|---|---|---|---|---|---|\n";
     std::string notes, said;
-    for (const auto& [kind, v] : verdicts_of(c)) {
+    for (const auto& kind_verdict : verdicts_of(c)) {
+      // Not a structured binding: a lambda below names the kind, which clang before 16 refuses.
+      const std::string& kind = kind_verdict.first;
+      const auto& v = kind_verdict.second;
       if (!v->found) {
         out += "| " + kind + " | no record | | | | | |\n";
         continue;
