@@ -117,6 +117,10 @@ Case parse_case(const std::string& text, uint64_t default_seed = 1);
 // output is of a one-byte dtype, which no poison can mark as unwritten.
 TensorMap checked_outputs(const Component& component, const Case& c, const TensorMap& inputs);
 
+// The reference's outputs of a case: checked_outputs filled with `poison`, then written by the
+// reference (what it leaves unwritten stays poison).
+TensorMap reference_outputs(const Component& component, const Case& c, const TensorMap& inputs, Poison poison);
+
 // The check of one output of `c`: the descriptor's, else elementwise under its dtype's class.
 OutputCheck output_check(const Component& component, const Case& c, const std::string& output, DType dtype);
 

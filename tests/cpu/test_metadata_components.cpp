@@ -11,13 +11,6 @@
 namespace dsv4h {
 namespace {
 
-TensorMap reference_outputs(const Component& component, const Case& c, const TensorMap& inputs) {
-  TensorMap outputs = checked_outputs(component, c, inputs);
-  fill_poison(outputs, Poison::a);
-  component.reference(c, inputs, outputs);
-  return outputs;
-}
-
 void expect_rows_equal(const HostTensor& got, int64_t begin, const HostTensor& want, const std::string& what) {
   const HostTensor part = got.rows(begin, begin + want.shape()[0]);
   ASSERT_EQ(part.numel(), want.numel()) << what;
@@ -33,9 +26,9 @@ TEST(AttnMetadataComponent, PaddedBatchIsTheRealRowsThenPadding) {
     SCOPED_TRACE(text);
     const Case real = parse_case(text);
     const TensorMap inputs = component.make_inputs(real);
-    const TensorMap alone = reference_outputs(component, real, inputs);
+    const TensorMap alone = reference_outputs(component, real, inputs, Poison::a);
     const Case bucket = real.with("bs", "8");
-    const TensorMap padded = reference_outputs(component, bucket, component.pad_batch(real, inputs, 8));
+    const TensorMap padded = reference_outputs(component, bucket, component.pad_batch(real, inputs, 8), Poison::a);
     const int64_t n = alone.at("temp_num_rows").data<int32_t>()[0];
     EXPECT_EQ(padded.at("temp_num_rows").data<int32_t>()[0], n);
     for (const reference::MetadataField& f : reference::kMetadataFields) {
@@ -55,8 +48,8 @@ TEST(MtpExpandComponent, PaddedRequestsExpandToPaddingRows) {
   const Component& component = registry().get("mtp_expand");
   const Case real = parse_case("mtp_expand(bs=3,topk=4,ctx=600,seed=9)");
   const TensorMap inputs = component.make_inputs(real);
-  const TensorMap alone = reference_outputs(component, real, inputs);
-  const TensorMap padded = reference_outputs(component, real.with("bs", "5"), component.pad_batch(real, inputs, 5));
+  const TensorMap alone = reference_outputs(component, real, inputs, Poison::a);
+  const TensorMap padded = reference_outputs(component, real.with("bs", "5"), component.pad_batch(real, inputs, 5), Poison::a);
   for (const reference::MetadataField& f : reference::kMetadataFields) {
     expect_rows_equal(padded.at(f.name), 0, alone.at(f.name), f.name);
     const HostTensor& t = padded.at(f.name);

@@ -8,7 +8,9 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "harness/component.h"
 #include "harness/gpu_backend.h"
 
 namespace dsv4h::testing {
@@ -18,6 +20,13 @@ inline GpuBackend* shared_gpu(std::string& why_not) {
   static const std::unique_ptr<GpuBackend> gpu = open_gpu_backend(reason);
   why_not = reason;
   return gpu.get();
+}
+
+// Every registered component's name: the parameter of the generic GPU tests.
+inline std::vector<std::string> component_names() {
+  std::vector<std::string> names;
+  for (const Component& component : registry().all()) names.push_back(component.name);
+  return names;
 }
 
 inline bool gpu_required() {

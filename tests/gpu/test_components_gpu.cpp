@@ -33,12 +33,6 @@ TEST_P(ComponentGpu, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(VerifyCases, ComponentGpu, ::testing::ValuesIn(verify_cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.test_name(); });
 
-std::vector<std::string> component_names() {
-  std::vector<std::string> names;
-  for (const Component& component : registry().all()) names.push_back(component.name);
-  return names;
-}
-
 class ComponentGolden : public ::testing::TestWithParam<std::string> {};
 
 // The golden outputs are the checks that do not rest on the reference: a component without them,
@@ -60,7 +54,7 @@ TEST_P(ComponentGolden, GoldenOutputs) {
   EXPECT_GT(ran, 0) << "no golden fixtures of " << component.name << " under " << dir;
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, ComponentGolden, ::testing::ValuesIn(component_names()),
+INSTANTIATE_TEST_SUITE_P(Fixtures, ComponentGolden, ::testing::ValuesIn(testing::component_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

@@ -10,12 +10,6 @@
 namespace dsv4h {
 namespace {
 
-std::vector<std::string> component_names() {
-  std::vector<std::string> names;
-  for (const Component& component : registry().all()) names.push_back(component.name);
-  return names;
-}
-
 class ComponentGraph : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ComponentGraph, ReplayAtEveryBatchSizeUpTo256) {
@@ -33,7 +27,7 @@ TEST_P(ComponentGraph, ReplayAtEveryBatchSizeUpTo256) {
   for (const std::string& f : r.failures) ADD_FAILURE() << f;
 }
 
-INSTANTIATE_TEST_SUITE_P(ReplayCases, ComponentGraph, ::testing::ValuesIn(component_names()),
+INSTANTIATE_TEST_SUITE_P(ReplayCases, ComponentGraph, ::testing::ValuesIn(testing::component_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace
