@@ -6,7 +6,6 @@
 // share one slot; per-branch slots (attn_metadata's draft mode) are what tree drafting would need,
 // and V4 forbids topk > 1 for that reason (spec 7's caveat). At topk 1 the two agree.
 #include <cstring>
-#include <cstring>
 #include <string>
 #include <vector>
 
