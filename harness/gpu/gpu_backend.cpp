@@ -1,6 +1,8 @@
-// The GPU backend of a cuda or hip build: one device, one stream.
+// The GPU backend of a cuda or hip build: one device (the one CTest allocated, harness/gpu_slot.h), one stream.
 #include "../gpu_backend.h"
 
+#include "../errors.h"
+#include "../gpu_slot.h"
 #include "graph_replay.h"
 
 namespace dsv4h {
@@ -60,7 +62,19 @@ std::unique_ptr<GpuBackend> open_gpu_backend(std::string& why_not) {
     why_not = "no GPU found: hipGetDeviceCount reports 0 devices";
     return nullptr;
   }
-  return std::make_unique<DeviceBackend>(0);
+  int device = 0;
+  try {
+    device = assigned_gpu();
+  } catch (const BadInput& e) {
+    why_not = e.what();
+    return nullptr;
+  }
+  if (device >= count) {
+    why_not = "CTEST_RESOURCE_GROUP_0_GPUS assigns device " + std::to_string(device) + ", but " +
+              std::to_string(count) + " are visible (is the resource spec from another machine?)";
+    return nullptr;
+  }
+  return std::make_unique<DeviceBackend>(device);
 }
 
 }  // namespace dsv4h

@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "harness/errors.h"
+#include "harness/gpu_slot.h"
 #include "perf/stats.h"
 #include "tests/bench/floors/copy_floor.h"
 #include "tests/bench/floors/empty_kernel.h"
@@ -131,6 +133,15 @@ int run_benchmarks(int argc, char** argv, const std::function<void()>& before_ru
   if (hipGetDeviceCount(&devices) != hipSuccess || devices == 0) {
     std::printf("[  SKIPPED ] benchmarks need a GPU; none found\n");
     return 77;
+  }
+  try {
+    const int device = assigned_gpu();  // ctest's allocation, under a resource spec
+    if (device >= devices) throw BadInput("CTEST_RESOURCE_GROUP_0_GPUS assigns device " + std::to_string(device) +
+                                          " of " + std::to_string(devices));
+    DSV4H_HIP_CHECK(hipSetDevice(device));
+  } catch (const BadInput& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
   }
   check_stream_hold();
   // Read by the nightly history (perf/history.h): nights timed differently are not compared.
