@@ -21,6 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FAKE_TEST = """#!/usr/bin/env python3
 import json, os, signal, sys, time
 behaviour = {behaviour!r}
+print("on the GPU ctest allocated:", os.environ.get("CTEST_RESOURCE_GROUP_0_GPUS"))
 out = [a.split(":", 1)[1] for a in sys.argv[1:] if a.startswith("--gtest_output=json:")][0]
 if behaviour == "crash":
     os.kill(os.getpid(), signal.SIGSEGV)
@@ -35,6 +36,10 @@ if behaviour == "skip":
 json.dump({{"testsuites": [{{"name": "MemoryPoolGpu", "testsuite": [case]}}]}}, open(out, "w"))
 sys.exit(1 if behaviour == "mismatch" else 0)
 """
+
+
+# The GPUs ci/gpu-resources counts on a machine without one.
+TWO_GPUS = {"CUDA_VISIBLE_DEVICES": "0,1"}
 
 
 def fail(message):
@@ -76,7 +81,7 @@ def check_killed_run_is_recorded(work, dsv4h):
     fake(os.path.join(dist, "test_gpu_mutant_pool_cached_loc"), "hang")
     out = os.path.join(work, "out")
     proc = subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), "mutants"], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, env=dict(os.environ, OUT=out, DSV4H_STEP_TIMEOUT="2"))
+                          stderr=subprocess.STDOUT, text=True, env=dict(os.environ, OUT=out, DSV4H_STEP_TIMEOUT="2", **TWO_GPUS))
     if proc.returncode != 1 or not os.path.exists(os.path.join(out, "results.json")) or \
             "FAILED: mutant pool_cached_loc" not in proc.stdout:
         fail(f"gpu-suite mutants with a killed mutant must exit 1 naming it, results.json written: "
@@ -96,12 +101,18 @@ def check_failing_test_fails_the_suite(work, dsv4h):
     fake(os.path.join(dist, "test_cpu"), "pass")
     fake(os.path.join(dist, "test_gpu"), "mismatch")
     out = os.path.join(work, "out-tests")
+    # One run at a time per GPU: the five runs (test_cpu, four shards of test_gpu) take both GPUs.
     proc = subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), "tests"], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, env=dict(os.environ, OUT=out))
+                          stderr=subprocess.STDOUT, text=True, env=dict(os.environ, OUT=out, DSV4H_JOBS="1", **TWO_GPUS))
     if proc.returncode != 1 or "FAILED: test MemoryPoolGpu.Case (test_gpu)" not in proc.stdout:
         fail(f"gpu-suite tests with a failing test must exit 1 naming it: exit {proc.returncode}: {proc.stdout}")
+    with open(os.path.join(out, "suite.log")) as f:
+        log = f.read()
+    for gpu in ("id:0,slots:1", "id:1,slots:1"):
+        if "on the GPU ctest allocated: " + gpu not in log:
+            fail(f"gpu-suite's runs must be spread over both GPUs by ctest ({gpu} ran nothing): {log}")
     proc = subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), "tests"], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, env={k: v for k, v in os.environ.items() if k != "OUT"})
+                          stderr=subprocess.STDOUT, text=True, env=dict({k: v for k, v in os.environ.items() if k != "OUT"}, **TWO_GPUS))
     if "results: " not in proc.stdout:
         fail(f"gpu-suite without OUT must say where its results went: {proc.stdout}")
 

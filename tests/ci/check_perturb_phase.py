@@ -46,7 +46,7 @@ def main():
             f.write(FAKE_SANITIZER)
         os.chmod(sanitizer, os.stat(sanitizer).st_mode | stat.S_IXUSR)
         out = os.path.join(work, "out")
-        env = dict(os.environ, OUT=out, DSV4H_PERTURB_RUNS=str(RUNS), PATH=tools + os.pathsep + os.environ["PATH"])
+        env = dict(os.environ, OUT=out, DSV4H_PERTURB_RUNS=str(RUNS), CUDA_VISIBLE_DEVICES="0", PATH=tools + os.pathsep + os.environ["PATH"])
         proc = subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), "perturb"], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, env=env)
         if proc.returncode != 0 or not os.path.exists(os.path.join(out, "results.json")):
