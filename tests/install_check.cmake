@@ -11,3 +11,13 @@ if(NOT code EQUAL 0 OR NOT out MATCHES "[1-9][0-9]* passed, 0 failed" OR NOT err
   message(FATAL_ERROR "installed dsv4h verify: exit ${code}\n${out}\n${err}")
 endif()
 message("${out}")
+# Every ci/ script the installed GPU suite calls is installed beside it.
+file(READ "${PREFIX}/share/dsv4h/ci/gpu-suite" suite)
+string(REGEX REPLACE "\n[ \t]*#[^\n]*" "" suite "${suite}")  # its comments name other scripts
+string(REGEX MATCHALL "ci/[A-Za-z0-9_.-]+" called "${suite}")
+list(REMOVE_DUPLICATES called)
+foreach(script IN LISTS called)
+  if(NOT EXISTS "${PREFIX}/share/dsv4h/${script}")
+    message(FATAL_ERROR "the installed ci/gpu-suite calls ${script}, which the install rules leave out")
+  endif()
+endforeach()
