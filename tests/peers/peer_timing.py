@@ -10,7 +10,8 @@ its error is kept in the result's "errors" and the other forms still run.
 The output, rewritten after every shape (a script cut short keeps what it timed):
   {"component", "device", "torch", "triton", "results": [{<the benchmark's arguments>, "eager_us",
    "compile_us", "triton_us", ..., "errors": {<field>: message}}]}
-start() reads the arguments before it imports torch or touches the GPU.
+The scripts import torch and Triton (both on the GPU machine: Triton ships with torch); none runs
+here, so each is kept plain, and check_peers.py compiles them.
 """
 import argparse
 import json
@@ -118,8 +119,8 @@ def start(doc):
     parser.add_argument("--out", required=True, help="the peer JSON to write")
     args = parser.parse_args()
     global torch
-    import torch as torch_module
-    torch = torch_module
+    import torch  # the module's global (declared above): the other functions use it
+    import torch._dynamo  # noqa: F401  (its config, below)
     if not torch.cuda.is_available():
         sys.exit("no CUDA device: the peers time a GPU")
     for name in ("recompile_limit", "cache_size_limit"):
