@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The peers (tests/peers/<component>.py) without a GPU: ci/gpu-suite's bench phase runs the script
-of every component the build lists, with --out, and no other module of the folder; a script that
+"""The peers (tests/peers/<component>.py) without a GPU: ci/gpu-suite's bench phase (and its peers
+phase alone) runs the script of every component the build lists, with --out, and no other module of
+the folder; a script that
 fails fails the suite, naming it, and what it wrote is kept; gpu-report.py collects each as
 `peers.<component>` and merge keeps them in the record; ci/goals.py's faster_than_peers judges a
 benchmark against the best of a result's peer times, names it in the text and the entry, leaves
@@ -52,7 +53,7 @@ def check(what, ok):
         failures.append(what)
 
 
-def suite_runs_the_peers(dsv4h, work):
+def suite_runs_the_peers(dsv4h, work, phase):
     repo = os.path.join(work, "repo")
     shutil.copytree(os.path.join(ROOT, "ci"), os.path.join(repo, "ci"))
     with open(os.path.join(repo, "ci", "torch_ceiling.py"), "w") as f:
@@ -67,10 +68,10 @@ def suite_runs_the_peers(dsv4h, work):
     shutil.copy(dsv4h, os.path.join(dist, "dsv4h"))
     log, out = os.path.join(work, "log"), os.path.join(work, "out")
     os.makedirs(log)
-    proc = subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), "bench"], stdout=subprocess.PIPE,
+    proc = subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), phase], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, env=dict(os.environ, OUT=out, PEER_LOG=log))
     ran = sorted(os.path.basename(p)[:-len(".args")] for p in glob.glob(os.path.join(log, "*.args")))
-    check("the bench phase runs the peer script of each listed component, and no other module",
+    check(f"the {phase} phase runs the peer script of each listed component, and no other module",
           ran == ["filtered_silu_mul", "mtp_expand"])
     args = json.load(open(os.path.join(log, "filtered_silu_mul.args"))) if ran else {}
     check("a peer script runs from the suite's root with --out FILE",
@@ -156,9 +157,11 @@ def main():
           {"filtered_silu_mul", "attn_metadata", "mtp_expand", "memory_pool", "peer_timing"}
           <= {os.path.basename(s)[:-3] for s in scripts})
     with tempfile.TemporaryDirectory() as work:
-        part = suite_runs_the_peers(dsv4h, work)
+        part = suite_runs_the_peers(dsv4h, work, "bench")
         if os.path.exists(part):
             merge_judges_the_peers(dsv4h, work, part)
+    with tempfile.TemporaryDirectory() as work:
+        suite_runs_the_peers(dsv4h, work, "peers")
     measure_cases()
     print("check_peers: " + ("FAILED: " + "; ".join(failures) if failures else "all passed"))
     return 1 if failures else 0
