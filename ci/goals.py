@@ -170,36 +170,51 @@ def judge_goal(component, goal, report, by_name):
     for variables, b in bindings(goal, report, by_name):
         if not b:
             continue
-        variables = dict(variables, name=b["name"], us=b["median_us"], mb=b.get("bytes", 0) / 1e6)
-        if goal["measure"] == "faster_than_peers":
-            variables["peers_us"] = peer_times(goal, variables["peer_result"])
-            if not variables["peers_us"]:
-                continue  # no peer ran at this shape
-            variables["best_peer"], variables["best_peer_us"] = min(variables["peers_us"].items(), key=lambda kv: kv[1])
-        elif "against" in goal:
-            variables["peer"] = variables[goal["against"].format(**variables)]
-        for key, name in goal.get("also", {}).items():
-            other = by_name.get(name.format(**variables))
-            variables[key] = other["median_us"] if other else math.nan
-        for key, quotient in goal.get("ratios", {}).items():
-            numerator, denominator = (variables[v.strip()] for v in quotient.split("/"))
-            variables[key] = numerator / denominator
-        bound = goal["bound"]
-        variables["bound"] = float(bound.format(**variables)) if isinstance(bound, str) else bound
-        variables["floor_benchmarks"] = [floor_benchmark(by_name, f.format(**variables)) for f in goal.get("floors", [])]
-        result = evaluate(goal, variables, b, by_name)
-        if result is None:
+        try:
+            judged = judge_binding(component, goal, variables, b, by_name)
+        except KeyError as missing:
+            if "peers" not in goal:
+                raise
+            # A peer form that failed has no time: the goals that name it skip that shape.
+            print(f"goals: {goal['text']!r} not judged on {b['name']}: its peer result has no {missing}", file=sys.stderr)
             continue
-        value, met, floor, floor_meets, extra = result
-        judged = {"goal": goal["text"].format(**variables), "component": component, "measure": goal["measure"],
-                  "unit": UNITS[goal["measure"]], "benchmark": b["name"], "bound": variables["bound"],
-                  "value": round(value, 4),
-                  "met": bool(met)}
-        judged.update(extra)
-        if floor is not None:
-            judged["floor"] = round(floor, 4)
-            judged["floor_meets_goal"] = bool(floor_meets)
-        yield judged
+        if judged:
+            yield judged
+
+
+def judge_binding(component, goal, variables, b, by_name):
+    """The judged entry of a goal on benchmark b with the binding's variables, or None where its
+    numbers are missing."""
+    variables = dict(variables, name=b["name"], us=b["median_us"], mb=b.get("bytes", 0) / 1e6)
+    if goal["measure"] == "faster_than_peers":
+        variables["peers_us"] = peer_times(goal, variables["peer_result"])
+        if not variables["peers_us"]:
+            return None  # no peer ran at this shape
+        variables["best_peer"], variables["best_peer_us"] = min(variables["peers_us"].items(), key=lambda kv: kv[1])
+    elif "against" in goal:
+        variables["peer"] = variables[goal["against"].format(**variables)]
+    for key, name in goal.get("also", {}).items():
+        other = by_name.get(name.format(**variables))
+        variables[key] = other["median_us"] if other else math.nan
+    for key, quotient in goal.get("ratios", {}).items():
+        numerator, denominator = (variables[v.strip()] for v in quotient.split("/"))
+        variables[key] = numerator / denominator
+    bound = goal["bound"]
+    variables["bound"] = float(bound.format(**variables)) if isinstance(bound, str) else bound
+    variables["floor_benchmarks"] = [floor_benchmark(by_name, f.format(**variables)) for f in goal.get("floors", [])]
+    result = evaluate(goal, variables, b, by_name)
+    if result is None:
+        return None
+    value, met, floor, floor_meets, extra = result
+    judged = {"goal": goal["text"].format(**variables), "component": component, "measure": goal["measure"],
+              "unit": UNITS[goal["measure"]], "benchmark": b["name"], "bound": variables["bound"],
+              "value": round(value, 4),
+              "met": bool(met)}
+    judged.update(extra)
+    if floor is not None:
+        judged["floor"] = round(floor, 4)
+        judged["floor_meets_goal"] = bool(floor_meets)
+    return judged
 
 
 def judge(report, components):

@@ -6,7 +6,7 @@ fails fails the suite, naming it, and what it wrote is kept; gpu-report.py colle
 `peers.<component>` and merge keeps them in the record; ci/goals.py's faster_than_peers judges a
 benchmark against the best of a result's peer times, names it in the text and the entry, leaves
 out a peer that failed, a shape no peer timed and a result lacking the benchmark's variables, and
-honours `against` and `where`. Every peer
+honours `against` and `where`; any goal on a peer time a result lacks skips that result. Every peer
 script compiles.
 
 usage: check_peers.py DSV4H
@@ -138,6 +138,11 @@ def measure_cases():
     judged = goals.judge(report, {"x": {"goals": [only]}})
     check("`against` names the peers, `where` the results",
           [(g["benchmark"], g["best_peer"]) for g in judged] == [("BM_x/n:3", "eager")])
+    speedup = {"text": "n={n}: >= 2x faster than torch eager ({eager_us:.1f} us; in a graph {graph_us:.1f} us)",
+               "measure": "speedup_over_peer", "bound": 2, "peers": "peers.x", "against": "eager_us", "benchmark": "BM_x/n:{n}"}
+    judged = goals.judge(report, {"x": {"goals": [speedup]}})
+    check("a goal naming a peer time that a result lacks (its peer failed) skips that result",
+          [g["benchmark"] for g in judged] == ["BM_x/n:3"] and judged[0]["value"] == 0.9)
     check("a record without the component's peers judges nothing", not goals.judge({"benchmarks": report["benchmarks"]},
                                                                                   {"x": {"goals": [goal]}}))
 
