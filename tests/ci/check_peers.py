@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The peers (tests/peers/<component>.py) without a GPU: ci/gpu-suite's bench phase (and its peers
-phase alone) runs the script of every component the build lists, with --out, and no other module of
-the folder; a script that
+phase alone) runs every script of the folder (a file with a __main__ guard), with --out, and none
+of its shared modules; a script that
 fails fails the suite, naming it, and what it wrote is kept; gpu-report.py collects each as
 `peers.<component>` and merge keeps them in the record; ci/goals.py's faster_than_peers judges a
 benchmark against the best of a result's peer times, names it in the text and the entry, leaves
@@ -38,8 +38,12 @@ if name in shape:
     with open(sys.argv[sys.argv.index("--out") + 1], "w") as f:
         json.dump({"component": name, "device": "stand-in", "results": [dict(shape[name], eager_us=455.0,
                    compile_us=106.0, triton_us=104.0)]}, f)
-sys.exit(1 if name == "mtp_expand" else 0)
+
+if __name__ == "__main__":
+    sys.exit(1 if name == "mtp_expand" else 0)
 """
+# A shared module of the scripts: the suite must not run it (it would leave its .args).
+MODULE = STAND_IN.split("\nif __name__")[0]
 CEILING = """import json, sys
 json.dump({"bf16_matmul_TFLOPs": 700.0}, open(sys.argv[sys.argv.index("--out") + 1], "w"))
 """
@@ -60,9 +64,10 @@ def suite_runs_the_peers(dsv4h, work, phase):
         f.write(CEILING)
     peers = os.path.join(repo, "tests", "peers")
     os.makedirs(peers)
-    for name in ("filtered_silu_mul", "mtp_expand", "peer_timing", "not_a_component"):
+    for name, text in (("filtered_silu_mul", STAND_IN), ("mtp_expand", STAND_IN), ("sparse_attention", STAND_IN),
+                       ("peer_timing", MODULE)):
         with open(os.path.join(peers, name + ".py"), "w") as f:
-            f.write(STAND_IN)
+            f.write(text)
     dist = os.path.join(repo, "build", "gpu-dist")
     os.makedirs(dist)
     shutil.copy(dsv4h, os.path.join(dist, "dsv4h"))
@@ -71,8 +76,8 @@ def suite_runs_the_peers(dsv4h, work, phase):
     proc = subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), phase], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, env=dict(os.environ, OUT=out, PEER_LOG=log))
     ran = sorted(os.path.basename(p)[:-len(".args")] for p in glob.glob(os.path.join(log, "*.args")))
-    check(f"the {phase} phase runs the peer script of each listed component, and no other module",
-          ran == ["filtered_silu_mul", "mtp_expand"])
+    check(f"the {phase} phase runs every peer script (a __main__ guard), whatever its name, and no module",
+          ran == ["filtered_silu_mul", "mtp_expand", "sparse_attention"])
     args = json.load(open(os.path.join(log, "filtered_silu_mul.args"))) if ran else {}
     check("a peer script runs from the suite's root with --out FILE",
           args.get("argv", [None])[0] == "--out" and os.path.realpath(args.get("cwd", "")) == os.path.realpath(repo))
