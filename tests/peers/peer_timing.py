@@ -113,8 +113,8 @@ def triton_version():
 
 
 def start(doc):
-    """Reads --out, imports torch (and raises torch.compile's recompilation limit: a peer compiles
-    once per shape); returns (args, torch)."""
+    """Reads --out, imports torch (and raises torch.compile's recompilation limit: a peer compiled
+    for static shapes compiles once a shape); returns (args, torch)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="the peer JSON to write")
     args = parser.parse_args()
@@ -126,5 +126,10 @@ def start(doc):
     for name in ("recompile_limit", "cache_size_limit"):
         if hasattr(torch._dynamo.config, name):
             setattr(torch._dynamo.config, name, 64)
+    try:  # dynamic shapes: two fields of equal width are no reason for a shape of their own
+        import torch.fx.experimental._config as fx_config
+        fx_config.use_duck_shape = False
+    except ImportError:
+        pass
     torch.manual_seed(0)
     return args, torch
