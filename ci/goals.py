@@ -5,13 +5,18 @@
   measure    copy_fraction (>= bound), time_ratio (benchmark / `over` <= bound), ratio_to_empty
              (<= bound; the paired counter where the benchmark has one), max_us (<= bound),
              faster_than_peer (benchmark / the peer's `against` < bound), speedup_over_peer
-             (the peer's `against` / benchmark >= bound)
+             (the peer's `against` / benchmark >= bound), faster_than_peers (benchmark / the best,
+             i.e. least, of the peer result's times < bound: every field ending in `_us`, eager_us,
+             compile_us, triton_us..., or those `against` lists; variables best_peer, e.g.
+             "triton", and best_peer_us name it)
   benchmark  the benchmark's name, a template; or `match`, a regex over every name whose named
              groups are variables (with `min_bytes`, only benchmarks moving that many bytes)
   bound      a number, or "{variable}"
   each       axes: lists of variable sets; the goal is judged for every combination
-  peers      the path of a list of peer results in the record (torch_peers_more.metadata.mtp_expand);
-             each peer's fields are variables, and the goal is judged once per peer (outermost)
+  peers      the peer results in the record: "peers.<component>" (tests/peers/<component>.py's
+             results; an older record's torch peers are read as such, legacy_peers.py); each
+             result's fields are variables, and the goal is judged once per result (outermost)
+  where      {field: value}: only the peer results with these values
   over, empty, against
              the other benchmark (time_ratio), the empty kernel (ratio_to_empty), the peer's field
   floors     benchmarks of the least such a kernel can cost: a copy of the same bytes (of the two
@@ -22,15 +27,21 @@
   ratios     {variable: "a / b"}: quotients of two variables named in the text
 
 Variables every goal has: name (the benchmark's), us (its median time), mb (its bytes / 1e6) and
-peer (the peer's `against` value).
+peer (the peer's `against` value); a faster_than_peers goal best_peer and best_peer_us, and its
+judged entry also best_peer, best_peer_us and peers_us (every peer's time).
 """
 import itertools
 import math
 import re
+import string
+import sys
+
+import legacy_peers
 
 PAIRED = "paired with its samples"  # how a ratio to the empty kernel was measured, where it was
 UNITS = {"copy_fraction": "fraction of copy bandwidth", "time_ratio": "ratio of times", "ratio_to_empty":
-         "ratio to an empty kernel", "max_us": "us", "faster_than_peer": "ratio of times", "speedup_over_peer": "speedup"}
+         "ratio to an empty kernel", "max_us": "us", "faster_than_peer": "ratio of times", "speedup_over_peer": "speedup",
+         "faster_than_peers": "ratio of times"}
 
 
 def fastest_copy(by_name, name):
@@ -61,21 +72,44 @@ def ratio_to_empty(b, empty):
 
 
 def lookup(report, path):
+    """The list at `path`; for "peers.<component>", that peer script's results (an older record's
+    torch peers where the record has none)."""
     value = report
     for key in path.split("."):
         value = value.get(key, {}) if isinstance(value, dict) else {}
+    if isinstance(value, dict) and isinstance(value.get("results"), list):
+        return value["results"]
+    if not value and path.startswith("peers."):
+        return legacy_peers.results(report, path[len("peers."):])
     return value if isinstance(value, list) else []
+
+
+def peer_times(goal, peer):
+    """{name: us} of a peer result's times (eager, compile, triton...): the fields `against` lists,
+    else every field ending in _us; a peer that failed or did not run has no time."""
+    names = goal["against"] if isinstance(goal.get("against"), list) else [k for k in peer if k.endswith("_us")]
+    return {k[:-len("_us")]: peer[k] for k in names
+            if isinstance(peer.get(k), (int, float)) and not isinstance(peer[k], bool) and peer[k] > 0}
+
+
+def template_names(goal):
+    """The variables a goal's benchmark (or match) names."""
+    return [name for _, name, _, _ in string.Formatter().parse(goal.get("benchmark", goal.get("match", ""))) if name]
 
 
 def bindings(goal, report, by_name):
     """Every variable set the goal is judged for, with the benchmark it names."""
     peers = lookup(report, goal["peers"]) if "peers" in goal else [{}]
+    peers = [p for p in peers if all(p.get(k) == v for k, v in goal.get("where", {}).items())]
     axes = goal.get("each", [])
     for peer in peers:
         for combo in itertools.product(*axes):
-            variables = dict(peer)
+            variables = dict(peer, peer_result=peer)
             for part in combo:
                 variables.update(part)
+            if "peers" in goal and not all(name in variables for name in template_names(goal)):
+                print(f"goals: a result of {goal['peers']} lacks a variable of {goal['text']!r}: {peer}", file=sys.stderr)
+                continue
             if "match" in goal:
                 for name, b in by_name.items():
                     m = re.fullmatch(goal["match"].format(**variables), name)
@@ -124,6 +158,11 @@ def evaluate(goal, variables, b, by_name):
     if measure == "speedup_over_peer":
         value = variables["peer"] / b["median_us"]
         return value, value >= bound, None, None, extra
+    if measure == "faster_than_peers":
+        value = b["median_us"] / variables["best_peer_us"]
+        extra.update(best_peer=variables["best_peer"], best_peer_us=round(variables["best_peer_us"], 4),
+                     peers_us={k: round(v, 4) for k, v in variables["peers_us"].items()})
+        return value, value < bound, None, None, extra
     raise ValueError(f"goal {goal['text']!r}: unknown measure {measure!r}")
 
 
@@ -131,31 +170,51 @@ def judge_goal(component, goal, report, by_name):
     for variables, b in bindings(goal, report, by_name):
         if not b:
             continue
-        variables = dict(variables, name=b["name"], us=b["median_us"], mb=b.get("bytes", 0) / 1e6)
-        if "against" in goal:
-            variables["peer"] = variables[goal["against"].format(**variables)]
-        for key, name in goal.get("also", {}).items():
-            other = by_name.get(name.format(**variables))
-            variables[key] = other["median_us"] if other else math.nan
-        for key, quotient in goal.get("ratios", {}).items():
-            numerator, denominator = (variables[v.strip()] for v in quotient.split("/"))
-            variables[key] = numerator / denominator
-        bound = goal["bound"]
-        variables["bound"] = float(bound.format(**variables)) if isinstance(bound, str) else bound
-        variables["floor_benchmarks"] = [floor_benchmark(by_name, f.format(**variables)) for f in goal.get("floors", [])]
-        result = evaluate(goal, variables, b, by_name)
-        if result is None:
+        try:
+            judged = judge_binding(component, goal, variables, b, by_name)
+        except KeyError as missing:
+            if "peers" not in goal:
+                raise
+            # A peer form that failed has no time: the goals that name it skip that shape.
+            print(f"goals: {goal['text']!r} not judged on {b['name']}: its peer result has no {missing}", file=sys.stderr)
             continue
-        value, met, floor, floor_meets, extra = result
-        judged = {"goal": goal["text"].format(**variables), "component": component, "measure": goal["measure"],
-                  "unit": UNITS[goal["measure"]], "benchmark": b["name"], "bound": variables["bound"],
-                  "value": round(value, 4),
-                  "met": bool(met)}
-        judged.update(extra)
-        if floor is not None:
-            judged["floor"] = round(floor, 4)
-            judged["floor_meets_goal"] = bool(floor_meets)
-        yield judged
+        if judged:
+            yield judged
+
+
+def judge_binding(component, goal, variables, b, by_name):
+    """The judged entry of a goal on benchmark b with the binding's variables, or None where its
+    numbers are missing."""
+    variables = dict(variables, name=b["name"], us=b["median_us"], mb=b.get("bytes", 0) / 1e6)
+    if goal["measure"] == "faster_than_peers":
+        variables["peers_us"] = peer_times(goal, variables["peer_result"])
+        if not variables["peers_us"]:
+            return None  # no peer ran at this shape
+        variables["best_peer"], variables["best_peer_us"] = min(variables["peers_us"].items(), key=lambda kv: kv[1])
+    elif "against" in goal:
+        variables["peer"] = variables[goal["against"].format(**variables)]
+    for key, name in goal.get("also", {}).items():
+        other = by_name.get(name.format(**variables))
+        variables[key] = other["median_us"] if other else math.nan
+    for key, quotient in goal.get("ratios", {}).items():
+        numerator, denominator = (variables[v.strip()] for v in quotient.split("/"))
+        variables[key] = numerator / denominator
+    bound = goal["bound"]
+    variables["bound"] = float(bound.format(**variables)) if isinstance(bound, str) else bound
+    variables["floor_benchmarks"] = [floor_benchmark(by_name, f.format(**variables)) for f in goal.get("floors", [])]
+    result = evaluate(goal, variables, b, by_name)
+    if result is None:
+        return None
+    value, met, floor, floor_meets, extra = result
+    judged = {"goal": goal["text"].format(**variables), "component": component, "measure": goal["measure"],
+              "unit": UNITS[goal["measure"]], "benchmark": b["name"], "bound": variables["bound"],
+              "value": round(value, 4),
+              "met": bool(met)}
+    judged.update(extra)
+    if floor is not None:
+        judged["floor"] = round(floor, 4)
+        judged["floor_meets_goal"] = bool(floor_meets)
+    return judged
 
 
 def judge(report, components):

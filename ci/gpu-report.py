@@ -3,8 +3,9 @@
 
   collect --work DIR --out FILE   (on the GPU machine, by ci/gpu-suite) gathers the raw outputs of a
                                   run: gtest JSON, dsv4h verify JSON, mutant verdicts, race mutant
-                                  verdicts, sanitizer exits, Google Benchmark JSON, torch peers,
-                                  device clocks.
+                                  verdicts, sanitizer exits, Google Benchmark JSON, the peers
+                                  (peers/<component>.json: the record's peers.<component>), the
+                                  bf16 ceiling, device clocks.
   merge PART.json... --out FILE   (here) joins the parts of a session's runs into a record
                                   (reports/gpu/README.md: schema_version 2, kind "suite"), adds the
                                   commit and the date, judges the benchmark goals, and prints a table; exits 1
@@ -134,10 +135,11 @@ def collect(work):
             if "copy_ceiling_GBps" in bench["context"] or "benchmark" not in part["context"]:
                 part["context"]["benchmark"] = bench["context"]
         part["benchmarks"] += across_processes(runs)
-    if os.path.exists(os.path.join(work, "torch.json")):
-        part["torch_peers"] = load(os.path.join(work, "torch.json"))
-    for path in sorted(glob.glob(os.path.join(work, "torch-*.json"))):
-        part.setdefault("torch_peers_more", {})[os.path.basename(path)[len("torch-"):-len(".json")]] = load(path)
+    # Each component's peers (tests/peers/<component>.py), by the component its file names.
+    for path in sorted(glob.glob(os.path.join(work, "peers", "*.json"))):
+        part.setdefault("peers", {})[os.path.basename(path)[:-len(".json")]] = load(path)
+    if os.path.exists(os.path.join(work, "ceiling.json")):
+        part["ceilings"] = load(os.path.join(work, "ceiling.json"))
     if os.path.exists(os.path.join(work, "device.csv")):
         with open(os.path.join(work, "device.csv")) as f:
             part["context"]["nvidia_smi"] = list(csv.DictReader(f, skipinitialspace=True))
@@ -238,9 +240,11 @@ def merge(parts, out, commit, components_source=None):
             report[key] += part.get(key, [])
         report["benchmarks"] += [derive(b) for b in part.get("benchmarks", [])]
         report["context"].update(part.get("context", {}))
-        for key in ("verify", "torch_peers", "torch_peers_more"):
+        for key in ("verify", "ceilings", "torch_peers", "torch_peers_more"):  # the torch_ keys: older parts'
             if key in part:
                 report[key] = part[key]
+        for component, peers in part.get("peers", {}).items():
+            report.setdefault("peers", {})[component] = peers
     smi = report["context"].get("nvidia_smi") or [{}]
     report["device"] = smi[0].get("name") or report.get("verify", {}).get("device", "unknown")
     # The goals are the descriptors' of the build that ran (its parts carry them), or those of

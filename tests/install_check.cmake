@@ -10,6 +10,12 @@ execute_process(COMMAND "${PREFIX}/bin/dsv4h" verify --backend cpu WORKING_DIREC
 if(NOT code EQUAL 0 OR NOT out MATCHES "[1-9][0-9]* passed, 0 failed" OR NOT err MATCHES "share/dsv4h/fixtures")
   message(FATAL_ERROR "installed dsv4h verify: exit ${code}\n${out}\n${err}")
 endif()
+# The peers, beside the suite's scripts as in the source tree (gpu-suite runs tests/peers/<component>.py).
+foreach(peer tests/peers/filtered_silu_mul.py tests/peers/peer_timing.py ci/legacy_peers.py ci/torch_ceiling.py)
+  if(NOT EXISTS "${PREFIX}/share/dsv4h/${peer}")
+    message(FATAL_ERROR "cmake --install: no share/dsv4h/${peer}")
+  endif()
+endforeach()
 message("${out}")
 # Every ci/ script the installed GPU suite calls is installed beside it.
 file(READ "${PREFIX}/share/dsv4h/ci/gpu-suite" suite)

@@ -387,7 +387,8 @@ Component memory_pool_component() {
   // Issue 4's goals (ci/goals.py): bandwidth at >= 32 MB moved in both slot orders (scatter:0 page
   // runs, a prefill's; scatter:1 every token shuffled, a decode's), against the faster copy of the
   // same bytes and the same bytes moved between the same slots without the format's arithmetic;
-  // decode-size stores against an empty kernel; torch's index_put / gather at shuffled slots.
+  // decode-size stores against an empty kernel; torch's index_put / gather at shuffled slots, and
+  // every peer of tests/peers/memory_pool.py (torch eager, torch.compile, a Triton kernel).
   d.goals = R"json([
     {"text": "{name}: >= 85% of copy bandwidth ({mb:.0f} MB)", "measure": "copy_fraction", "bound": 0.85,
      "match": "BM_kv_(?P<op>store|gather)/tokens:(?P<tokens>[0-9]+)/scatter:(?P<scatter>[0-9]+)/manual_time", "min_bytes": 32e6,
@@ -397,8 +398,11 @@ Component memory_pool_component() {
      "each": [[{"tokens": 1}, {"tokens": 8}, {"tokens": 64}, {"tokens": 256}]],
      "floors": ["BM_dependent_loads_pool/depth:1/manual_time", "BM_kv_store_floor/tokens:{tokens}/scatter:1/manual_time"]},
     {"text": "kv {op} of {tokens} tokens: >= 2x faster than torch ({peer:.1f} us)", "measure": "speedup_over_peer", "bound": 2,
-     "peers": "torch_peers_more.memory_pool.memory_pool", "against": "{op}_us",
-     "benchmark": "BM_kv_{op}/tokens:{tokens}/scatter:1/manual_time", "each": [[{"op": "store"}, {"op": "gather"}]]}
+     "peers": "peers.memory_pool", "where": {"scatter": 1}, "against": "eager_us",
+     "benchmark": "BM_kv_{op}/tokens:{tokens}/scatter:1/manual_time"},
+    {"text": "kv {op} of {tokens} tokens scatter={scatter}: faster than every peer (best: {best_peer}, {best_peer_us:.1f} us)",
+     "measure": "faster_than_peers", "bound": 1.0, "peers": "peers.memory_pool",
+     "benchmark": "BM_kv_{op}/tokens:{tokens}/scatter:{scatter}/manual_time"}
   ])json";
   d.make_inputs = make_inputs;
   d.validate_inputs = validate_inputs;

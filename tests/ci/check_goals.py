@@ -4,11 +4,17 @@ judged by the hand-written judges they replaced: reports/gpu/2026-12-05-4def3bf-
 114 goals come out with the same texts, values (to the record's rounding), verdicts, floors and
 measurements; and a goal whose numbers are missing is left out, never judged on nothing.
 
+Its "faster than torch <peer>" goals (one a peer: filtered_silu_mul's eager and compile, mtp_expand's
+graph) are now one faster_than_peers goal a benchmark, judged on the record's torch peers
+(ci/legacy_peers.py): the best peer is the least time, so its value is the largest of the old ones
+on that benchmark (mtp_expand: its graph peer was faster than eager) and it is met where all of
+them were; the other components' new faster_than_peers goals name the best of their old peers.
+
 usage: check_goals.py DSV4H
 """
 import json
 import os
-import subprocess
+import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -30,6 +36,43 @@ def close(new, old):
     return abs(new - old) <= 0.5 * 10 ** -decimals + 1e-9
 
 
+# The record's goals against one torch peer, and the benchmark each judged.
+PEER_GOALS = (
+    (re.compile(r"rows=(\d+) kept ([0-9.]+): faster than torch (eager|compile)$"),
+     lambda m: f"BM_filtered_silu_mul/rows:{m[1]}/kept_permille:{round(float(m[2]) * 1000)}/manual_time"),
+    (re.compile(r"mtp_expand bs=(\d+) topk=(\d+) fields=(\d+): faster than torch repeat_interleave in a graph"),
+     lambda m: f"BM_mtp_expand/bs:{m[1]}/topk:{m[2]}/fields:{m[3]}/manual_time"),
+)
+
+
+def peer_goal_benchmark(text):
+    for pattern, benchmark in PEER_GOALS:
+        m = pattern.match(text)
+        if m:
+            return benchmark(m)
+    return None
+
+
+def check_peer_goals(old_peer_goals, judged):
+    """The record's one-peer goals (benchmark: [goals]) against the new faster_than_peers goals."""
+    by_benchmark = {g["benchmark"]: g for g in judged.values() if g["measure"] == "faster_than_peers"}
+    for benchmark, olds in old_peer_goals.items():
+        n = by_benchmark.get(benchmark)
+        if not n:
+            fail(f"no faster_than_peers goal on {benchmark}, judged by {[o['goal'] for o in olds]}")
+        if not close(n["value"], max(o["value"] for o in olds)) or n["met"] != all(o["met"] for o in olds):
+            fail(f"{n['goal']}: value {n['value']} met {n['met']}, the record's peer goals {olds}")
+        if n["best_peer_us"] != min(n["peers_us"].values()) or n["peers_us"][n["best_peer"]] != n["best_peer_us"] \
+                or f"best: {n['best_peer']}, " not in n["goal"]:
+            fail(f"{n['goal']}: the best peer is not the least of {n['peers_us']} or not named")
+    for n in by_benchmark.values():
+        if n["benchmark"] not in old_peer_goals and not n["peers_us"]:
+            fail(f"{n['goal']}: judged with no peer time")
+        if n["met"] != (n["value"] < n["bound"]):
+            fail(f"{n['goal']}: verdict {n['met']} for {n['value']} against {n['bound']}")
+    return len(by_benchmark)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -37,11 +80,21 @@ def main():
     with open(RECORD) as f:
         record = json.load(f)
     judged = {g["goal"]: g for g in goals.judge(record, components)}
-    old = record["goals"]
-    if len(judged) != len(old):
-        missing = sorted({g["goal"] for g in old} - set(judged))
-        extra = sorted(set(judged) - {g["goal"] for g in old})
-        fail(f"{len(judged)} goals judged, the record has {len(old)}; missing {missing[:5]}, extra {extra[:5]}")
+    old_peer_goals = {}
+    for o in record["goals"]:
+        benchmark = peer_goal_benchmark(o["goal"])
+        if benchmark:
+            old_peer_goals.setdefault(benchmark, []).append(o)
+    peer_goals = check_peer_goals(old_peer_goals, judged)
+    if sum(map(len, old_peer_goals.values())) != 42 or len(old_peer_goals) != 27:
+        fail(f"the record's peer goals were not all recognised: {sum(map(len, old_peer_goals.values()))} on "
+             f"{len(old_peer_goals)} benchmarks, not 42 on 27")
+    old = [o for o in record["goals"] if not peer_goal_benchmark(o["goal"])]
+    others = {text: g for text, g in judged.items() if g["measure"] != "faster_than_peers"}
+    if len(others) != len(old):
+        missing = sorted({g["goal"] for g in old} - set(others))
+        extra = sorted(set(others) - {g["goal"] for g in old})
+        fail(f"{len(others)} goals judged, the record has {len(old)}; missing {missing[:5]}, extra {extra[:5]}")
     for o in old:
         n = judged[o["goal"]]
         if not close(n["value"], o["value"]) or n["met"] != o["met"]:
@@ -58,7 +111,8 @@ def main():
     # Without the benchmarks, nothing is judged.
     if goals.judge(dict(record, benchmarks=[]), components):
         fail("goals judged without their benchmarks")
-    print(f"goals: the descriptors' {len(judged)} goals judge {os.path.basename(RECORD)} as its own judges did")
+    print(f"goals: the descriptors' {len(others)} goals judge {os.path.basename(RECORD)} as its own judges did, "
+          f"and {peer_goals} faster_than_peers goals its torch peers as its {len(record['goals']) - len(old)} one-peer goals")
 
 
 if __name__ == "__main__":
