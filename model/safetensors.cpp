@@ -1,6 +1,8 @@
 #include "safetensors.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -8,6 +10,7 @@
 
 #include "harness/json_file.h"
 #include "reference/errors.h"
+#include "reference/narrow_float.h"
 
 namespace dsv4h::model {
 namespace {
@@ -60,6 +63,30 @@ StTensor read_entry(const std::string& name, const json& entry, const std::strin
 }
 
 }  // namespace
+
+double st_value(const StTensor& t, int64_t i) {
+  using reference::bf16_to_float;
+  using reference::fp8_e4m3_to_float;
+  const uint8_t* b = t.bytes.data() + i * st_dtype_bytes(t.dtype);
+  switch (t.dtype) {
+    case StDtype::BF16: return bf16_to_float(static_cast<uint16_t>(b[0] | b[1] << 8));
+    case StDtype::F32: {
+      const uint32_t bits = b[0] | b[1] << 8 | b[2] << 16 | static_cast<uint32_t>(b[3]) << 24;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    }
+    case StDtype::F8_E4M3: return fp8_e4m3_to_float(b[0]);
+    case StDtype::F8_E8M0: return b[0] == 255 ? NAN : std::ldexp(1.0, b[0] - 127);
+    case StDtype::I32: return static_cast<int32_t>(b[0] | b[1] << 8 | b[2] << 16 | static_cast<uint32_t>(b[3]) << 24);
+    case StDtype::I64: {
+      uint64_t bits = 0;
+      for (int k = 7; k >= 0; --k) bits = bits << 8 | b[k];
+      return static_cast<double>(static_cast<int64_t>(bits));
+    }
+  }
+  return NAN;
+}
 
 const char* st_dtype_name(StDtype dtype) {
   switch (dtype) {

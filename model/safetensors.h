@@ -24,6 +24,10 @@ struct StTensor {
   int64_t numel() const;
 };
 
+// Element i of a tensor as a double: BF16, F32 and F8_E4M3 by value, F8_E8M0 as 2^(byte - 127)
+// (255 is NaN), integers exactly up to 2^53.
+double st_value(const StTensor& tensor, int64_t i);
+
 // The largest header read: the real DeepSeek-V4 checkpoint shards' headers are a few hundred KiB.
 constexpr uint64_t kMaxSafetensorsHeaderBytes = uint64_t{64} << 20;
 

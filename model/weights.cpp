@@ -142,28 +142,6 @@ int ue8m0_exponent(double amax) {  // the smallest e with amax / 2^e <= 448
   return e;
 }
 
-double read_value(const StTensor& t, int64_t i) {
-  const uint8_t* b = t.bytes.data() + i * st_dtype_bytes(t.dtype);
-  switch (t.dtype) {
-    case StDtype::BF16: return bf16_to_float(static_cast<uint16_t>(b[0] | b[1] << 8));
-    case StDtype::F32: {
-      const uint32_t bits = b[0] | b[1] << 8 | b[2] << 16 | static_cast<uint32_t>(b[3]) << 24;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      return f;
-    }
-    case StDtype::F8_E4M3: return fp8_e4m3_to_float(b[0]);
-    case StDtype::F8_E8M0: return b[0] == 255 ? NAN : std::ldexp(1.0, b[0] - 127);
-    case StDtype::I32: return static_cast<int32_t>(b[0] | b[1] << 8 | b[2] << 16 | static_cast<uint32_t>(b[3]) << 24);
-    case StDtype::I64: {
-      uint64_t bits = 0;
-      for (int k = 7; k >= 0; --k) bits = bits << 8 | b[k];
-      return static_cast<double>(static_cast<int64_t>(bits));
-    }
-  }
-  return NAN;
-}
-
 void write_value(StTensor& t, int64_t i, double v) {
   uint8_t* b = t.bytes.data() + i * st_dtype_bytes(t.dtype);
   uint32_t bits = 0;
@@ -306,7 +284,7 @@ Weights weights_from_tensors(const ModelConfig& config, const std::vector<StTens
                               (fp8 && spec.dtype == StDtype::BF16 && spec.shape.size() == 2));
     if (!ok) throw BadInput(at + " has dtype " + st_dtype_name(t.dtype) + ", expected " + st_dtype_name(spec.dtype));
     Tensor out{spec.shape, std::vector<double>(static_cast<size_t>(t.numel()))};
-    for (int64_t i = 0; i < t.numel(); ++i) out.values[i] = read_value(t, i);
+    for (int64_t i = 0; i < t.numel(); ++i) out.values[i] = st_value(t, i);
     if (fp8) {
       const std::string sname = scale_name(spec.name);
       const auto s = by_name.find(sname);
@@ -321,7 +299,7 @@ Weights weights_from_tensors(const ModelConfig& config, const std::vector<StTens
       if (sc.dtype != StDtype::F8_E8M0 && sc.dtype != StDtype::F32)
         throw BadInput(where + ": tensor \"" + sname + "\" has dtype " + st_dtype_name(sc.dtype) + ", expected F8_E8M0 or F32");
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) out.values[r * cols + c] *= read_value(sc, (r / kBlock) * scale_shape[1] + c / kBlock);
+        for (int64_t c = 0; c < cols; ++c) out.values[r * cols + c] *= st_value(sc, (r / kBlock) * scale_shape[1] + c / kBlock);
     }
     for (size_t i = 0; i < out.values.size(); ++i) {
       const double v = out.values[i];

@@ -3,6 +3,7 @@
 // quantisation; every malformed, truncated or mismatched file is BadInput naming the tensor.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -23,10 +24,9 @@ std::string temp_path(const std::string& name) {
 
 // A file of the given header text and data bytes.
 std::vector<uint8_t> make_file(const std::string& header, size_t data_bytes) {
-  std::vector<uint8_t> f(8);
+  std::vector<uint8_t> f(8 + header.size() + data_bytes, 0);
   for (int i = 0; i < 8; ++i) f[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
-  f.insert(f.end(), header.begin(), header.end());
-  f.resize(f.size() + data_bytes, 0);
+  std::copy(header.begin(), header.end(), f.begin() + 8);
   return f;
 }
 
@@ -64,17 +64,17 @@ TEST(ModelSafetensors, ReadsAFileWrittenByPythonStruct) {
   EXPECT_EQ(by_name["layer.w.weight"]->dtype, StDtype::F8_E4M3);
   EXPECT_EQ(by_name["layer.w.scale"]->dtype, StDtype::F8_E8M0);
   EXPECT_EQ(by_name["ids"]->dtype, StDtype::I32);
-  // The values, decoded as the weights loader decodes them (bf16 bits 0x3f80 = 1.0 etc.).
-  const auto& a = by_name["a.bf16"]->bytes;
-  EXPECT_EQ(a[0], 0x80);
-  EXPECT_EQ(a[1], 0x3f);
-  float f;
-  std::memcpy(&f, by_name["b.f32"]->bytes.data() + 8, 4);
-  EXPECT_EQ(f, 12345.5f);
-  EXPECT_EQ(by_name["layer.w.weight"]->bytes, (std::vector<uint8_t>{0x38, 0xC0, 0x30, 0x7E}));
-  int32_t id;
-  std::memcpy(&id, by_name["ids"]->bytes.data() + 8, 4);
-  EXPECT_EQ(id, -5);
+  // The values, decoded as the weights loader decodes them.
+  auto values = [&](const std::string& name) {
+    std::vector<double> v;
+    for (int64_t i = 0; i < by_name[name]->numel(); ++i) v.push_back(st_value(*by_name[name], i));
+    return v;
+  };
+  EXPECT_EQ(values("a.bf16"), (std::vector<double>{1.0, -2.0, 0.5, 3.25, -0.125, 96.0}));
+  EXPECT_EQ(values("b.f32"), (std::vector<double>{0.1f, -1e-3f, 12345.5f, -7.0f}));
+  EXPECT_EQ(values("layer.w.weight"), (std::vector<double>{1.0, -2.0, 0.5, 448.0}));
+  EXPECT_EQ(values("layer.w.scale"), (std::vector<double>{8.0}));
+  EXPECT_EQ(values("ids"), (std::vector<double>{0, 7, -5}));
 }
 
 TEST(ModelSafetensors, SeededWeightsRoundTripExactly) {
