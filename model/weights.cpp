@@ -127,7 +127,12 @@ std::vector<double> seeded_values(const ModelConfig& c, const WeightSpec& spec, 
   else if (ends_with(spec.name, "gate.bias")) lo = -0.1, hi = 0.1;
   else if (ends_with(spec.name, "ape")) lo = -0.5, hi = 0.5;
   else if (spec.shape.size() == 2 && !ends_with(spec.name, "embed.weight")) {
-    const double a = std::sqrt(3.0 / static_cast<double>(spec.shape[1]));  // unit gain: var = a^2/3 * in
+    double a = std::sqrt(3.0 / static_cast<double>(spec.shape[1]));  // unit gain: var = a^2/3 * in
+    // The experts' gate and up projections at gain 4 put about 1% of their values beyond
+    // swiglu_limit 10, so that the clamp changes the model's output (a missing clamp is seen);
+    // their down projection at gain 1/4 keeps the MoE's output of order one.
+    if (ends_with(spec.name, "w1.weight") || ends_with(spec.name, "w3.weight")) a *= 4;
+    if (ends_with(spec.name, "w2.weight")) a /= 4;
     lo = -a, hi = a;
   }
   for (double& x : v) x = s.uniform(lo, hi);

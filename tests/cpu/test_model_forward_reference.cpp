@@ -74,6 +74,70 @@ TEST(ModelForward, FirstC4EntryPoolsOnlyItsOwnHalf) {
   }
 }
 
+TEST(ModelForward, OneKeyAttentionIsDampedByTheSink) {
+  // With one key, o = k * e^s / (e^s + e^sink) (spec 3.4): the sink takes its share of the softmax.
+  Eigen::MatrixXd q = Eigen::MatrixXd::Zero(512, 2);
+  q(0, 0) = 3, q(5, 1) = -1;
+  Eigen::VectorXd k = Eigen::VectorXd::LinSpaced(512, -1, 1);
+  const Eigen::Vector2d sink(0.25, -2);
+  const Eigen::MatrixXd o = attend(q, {&k}, sink);
+  for (int h = 0; h < 2; ++h) {
+    const double s = q.col(h).dot(k) / std::sqrt(512.0);
+    EXPECT_LT((o.col(h) - k * (std::exp(s) / (std::exp(s) + std::exp(sink(h))))).cwiseAbs().maxCoeff(), 1e-15);
+  }
+  EXPECT_EQ(attend(q, {}, sink), Eigen::MatrixXd::Zero(512, 2));  // no key: 0, never NaN
+}
+
+TEST(ModelForward, C4EntryMixesThePreviousBlocksFirstHalf) {
+  // Entry j >= 1 of a C4 compressor: per channel, a softmax over 8 candidates, the previous block's
+  // first halves and the block's own second halves (spec 3.2).
+  const int64_t d = 2;
+  std::vector<Eigen::VectorXd> pk, ps, ck, cs;
+  for (int t = 0; t < 4; ++t) {
+    pk.push_back(Eigen::Vector4d(t, 10 + t, 100, 100));  // its second half must not count
+    ps.push_back(Eigen::Vector4d(0.5 * t, -0.25 * t, 50, 50));
+    ck.push_back(Eigen::Vector4d(-100, -100, 2 * t, -t));  // its first half must not count
+    cs.push_back(Eigen::Vector4d(50, 50, 0.1 * t, 0.3));
+  }
+  const Eigen::VectorXd entry = compress_entry(pk, ps, ck, cs, 4, d);
+  for (int64_t k = 0; k < d; ++k) {
+    double num = 0, den = 0;
+    for (int t = 0; t < 4; ++t) {
+      num += std::exp(ps[t](k)) * pk[t](k) + std::exp(cs[t](d + k)) * ck[t](d + k);
+      den += std::exp(ps[t](k)) + std::exp(cs[t](d + k));
+    }
+    EXPECT_NEAR(entry(k), num / den, 1e-13);
+  }
+}
+
+TEST(ModelForward, CachedLatentIsTheCachesContent) {
+  // The cached latent is a fixed point of the MODEL1 pack and unpack: the nope dims on the fp8
+  // grid of their tile's scale, the rope dims bf16.
+  Eigen::VectorXd x = Eigen::VectorXd::LinSpaced(512, -3, 2);
+  x(7) = 40;
+  const Eigen::VectorXd cached = cache_qdq(x);
+  EXPECT_EQ(cache_qdq(cached), cached);
+  EXPECT_NE(cached.head(448), x.head(448));
+  // Half an e4m3 step at the scale: tiles of amax about 3 have scale 2^-7 and values up to 384
+  // times it (step 32), so 0.125; tile 0 (amax 40, scale 2^-3) holds 40 exactly, its others at
+  // 24 times the scale (step 2), 0.125 as well; plus the bf16 rounding before the pack, half a
+  // bf16 step below 4 (2^-7).
+  EXPECT_LE((cached - x).cwiseAbs().maxCoeff(), 0.125 + 0.0078125);
+}
+
+TEST(ModelForward, TheClampChangesTheSeededModel) {
+  // The seeded experts push some gate and up values past swiglu_limit: without the clamp (a
+  // limit no value reaches) the logits move, so a missing clamp is visible at model level.
+  ModelConfig clamped = tiny(), unclamped = tiny();
+  unclamped.swiglu_limit = 1e6;
+  const Weights weights = make_weights(clamped, 11);
+  const std::vector<int64_t> tokens = prompt(6, 512);
+  RequestState a = ReferenceModel(clamped, weights).new_request(), b = a;
+  const RowMatrix la = ReferenceModel(clamped, weights).forward(a, tokens).logits;
+  const RowMatrix lb = ReferenceModel(unclamped, weights).forward(b, tokens).logits;
+  EXPECT_GT(max_abs(la - lb), 1e-3 * max_abs(la));
+}
+
 TEST(ModelForward, RouteScaleIsAppliedOnce) {
   ModelConfig c = tiny();
   const Weights w = make_weights(c, 5);

@@ -150,6 +150,39 @@ TEST(ModelSafetensors, MalformedFilesAreNamed) {
   EXPECT_NE(refusal(make_file(huge_offset, 4)).find("tensor \"a\": data_offsets"), std::string::npos);
 }
 
+TEST(ModelSafetensors, DamagedFilesAreBadInputNeverACrash) {
+  // A small valid file, then thousands of seeded damages (a byte changed, the file cut, bytes
+  // inserted): each either parses or is BadInput; any other exception fails, a crash or a read
+  // past the end shows under the asan preset.
+  const std::string header = R"({"a.weight": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 12]},
+    "a.scale": {"dtype": "F8_E8M0", "shape": [1, 1], "data_offsets": [12, 13]},
+    "ids": {"dtype": "I64", "shape": [2], "data_offsets": [13, 29]}, "__metadata__": {"k": "v"}})";
+  const std::vector<uint8_t> good = make_file(header, 29);
+  ASSERT_EQ(refusal(good), "");
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state >> 33;
+  };
+  int refused = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::vector<uint8_t> damaged = good;
+    switch (trial % 3) {
+      case 0: damaged[next() % damaged.size()] = static_cast<uint8_t>(next()); break;
+      case 1: damaged.resize(next() % damaged.size()); break;
+      default: damaged.insert(damaged.begin() + static_cast<int64_t>(next() % damaged.size()), static_cast<uint8_t>(next()));
+    }
+    try {
+      parse_safetensors(damaged, "damaged");
+    } catch (const BadInput&) {
+      ++refused;
+    } catch (const std::exception& e) {
+      FAIL() << "trial " << trial << ": " << e.what();
+    }
+  }
+  EXPECT_GT(refused, 2000);
+}
+
 TEST(ModelSafetensors, MismatchedWeightsAreNamed) {
   const ModelConfig config = load_config("model/configs/tiny.json");
   const std::string path = temp_path("tiny_bad.safetensors");
