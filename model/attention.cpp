@@ -152,41 +152,59 @@ Eigen::MatrixXd attend(const Eigen::MatrixXd& q, const std::vector<const Eigen::
 namespace {
 
 // Appends the compressed entries that tokens x[t] (positions first_pos + t) complete, to `entries`.
-// Prefill (first_pos == 0, any T) pools every complete block in one pass over the prompt's rows and
-// leaves the tail in the state; decode (T == 1) is the state machine of spec 3.2: a row appended,
-// an entry pooled when its block completes, the block then kept as the next one's overlap.
+// Prefill (first_pos == 0, any T) is the closed form of spec 3.2 over the prompt's complete blocks
+// (block j pools rows [j * ratio, (j + 1) * ratio), C4 with block j - 1's rows as its overlap) and
+// leaves the state a decode continues from: the last complete block and the incomplete tail.
+// Decode (T == 1) is the state machine: a row appended, an entry pooled when its block completes,
+// the block then kept as the next one's overlap. Prefill-vs-decode agreement checks the two.
 void run_compressor(const ModelConfig& c, const Weights& w, const std::string& p, int64_t ratio, int64_t d,
                     EntryKind kind, const RowMatrix& x, int64_t first_pos, const Eigen::VectorXd& freqs,
                     bool indexer_fp4, CompressorState& state, std::vector<Eigen::VectorXd>& entries) {
   const RowMatrix kv = x * w.matrix(p + "wkv.weight").transpose();
-  RowMatrix score = x * w.matrix(p + "wgate.weight").transpose();
+  const RowMatrix score = x * w.matrix(p + "wgate.weight").transpose();
   const auto ape = w.matrix(p + "ape");
   const Eigen::VectorXd norm = w.vector(p + "norm.weight");
   const bool overlap = ratio == 4;
-  auto emit = [&](int64_t block) {
-    const auto& prev_kv = overlap ? state.prev_kv : std::vector<Eigen::VectorXd>{};
-    const auto& prev_score = overlap ? state.prev_score : std::vector<Eigen::VectorXd>{};
-    const Eigen::VectorXd raw = compress_entry(prev_kv, prev_score, state.cur_kv, state.cur_score, ratio, d);
+  static const std::vector<Eigen::VectorXd> kNoRows;
+  const auto finish = [&](const Eigen::VectorXd& raw, int64_t block) {
     entries.push_back(finish_entry(raw, norm, c.norm_eps, block * ratio, freqs, kind, indexer_fp4));
-    state.prev_kv = std::move(state.cur_kv);
-    state.prev_score = std::move(state.cur_score);
-    state.cur_kv.clear();
-    state.cur_score.clear();
   };
   if (first_pos == 0) {
-    state = {};
-    for (int64_t t = 0; t < x.rows(); ++t) {
-      state.cur_kv.push_back(kv.row(t).transpose());
-      state.cur_score.push_back(score.row(t).transpose() + ape.row(t % ratio).transpose());
-      if ((t + 1) % ratio == 0) emit(t / ratio);
+    const int64_t T = x.rows(), blocks = T / ratio;
+    std::vector<Eigen::VectorXd> kv_rows, score_rows;  // score rows with ape[t mod ratio]
+    for (int64_t t = 0; t < T; ++t) {
+      kv_rows.push_back(kv.row(t).transpose());
+      score_rows.push_back(score.row(t).transpose() + ape.row(t % ratio).transpose());
     }
+    const auto block_rows = [&](const std::vector<Eigen::VectorXd>& rows, int64_t begin, int64_t end) {
+      return std::vector<Eigen::VectorXd>(rows.begin() + begin, rows.begin() + end);
+    };
+    for (int64_t j = 0; j < blocks; ++j) {
+      const int64_t prev = overlap && j > 0 ? (j - 1) * ratio : j * ratio;  // an empty range without overlap
+      finish(compress_entry(block_rows(kv_rows, prev, j * ratio), block_rows(score_rows, prev, j * ratio),
+                            block_rows(kv_rows, j * ratio, (j + 1) * ratio), block_rows(score_rows, j * ratio, (j + 1) * ratio),
+                            ratio, d),
+             j);
+    }
+    const int64_t last = blocks > 0 ? (blocks - 1) * ratio : 0;
+    state.prev_kv = block_rows(kv_rows, last, blocks * ratio);
+    state.prev_score = block_rows(score_rows, last, blocks * ratio);
+    state.cur_kv = block_rows(kv_rows, blocks * ratio, T);
+    state.cur_score = block_rows(score_rows, blocks * ratio, T);
     return;
   }
   if (x.rows() != 1) throw std::invalid_argument("attention: after a prefill, tokens come one at a time (decode)");
   const int64_t pos = first_pos;
   state.cur_kv.push_back(kv.row(0).transpose());
   state.cur_score.push_back(score.row(0).transpose() + ape.row(pos % ratio).transpose());
-  if ((pos + 1) % ratio == 0) emit(pos / ratio);
+  if ((pos + 1) % ratio != 0) return;
+  finish(compress_entry(overlap ? state.prev_kv : kNoRows, overlap ? state.prev_score : kNoRows, state.cur_kv,
+                        state.cur_score, ratio, d),
+         pos / ratio);
+  state.prev_kv = std::move(state.cur_kv);
+  state.prev_score = std::move(state.cur_score);
+  state.cur_kv.clear();
+  state.cur_score.clear();
 }
 
 }  // namespace
