@@ -6,9 +6,11 @@
 // and the GPU forward is the other half of issue 31.
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "../../model/forward.h"
 #include "../case_file.h"
+#include "../json_file.h"
 #include "../errors.h"
 #include "args.h"
 #include "commands.h"
@@ -116,13 +118,14 @@ double relative_gap(const model::RowMatrix& got, const model::RowMatrix& expecte
 // Prefill vs decode: the case's run against one prefill of every token, logits and each layer's
 // streams; then the MTP block, prefill of its rows against one row at a time. Lines of the checks
 // go to `lines`; false where one is over budget.
-bool self_consistent(const model::ReferenceModel& m, const Case& c, std::vector<std::string>& lines) {
+bool self_consistent(const model::ReferenceModel& m, const Case& c, std::vector<std::string>& lines, nlohmann::json& checks) {
   const ModelRun run = run_model(m, c);
   bool ok = true;
   const auto check = [&](const std::string& what, double gap) {
     char line[256];
     std::snprintf(line, sizeof(line), "  %s: max relative gap %.3g (budget %.0e)", what.c_str(), gap, kConsistencyBudget);
     lines.push_back(line);
+    checks.push_back({{"check", what}, {"max_relative_gap", gap}, {"budget", kConsistencyBudget}});
     ok = ok && gap <= kConsistencyBudget;
   };
   for (size_t r = 0; r < run.tokens.size(); ++r) {
@@ -206,6 +209,7 @@ int run_model_case(const Args& args, const std::string& text) {
 int verify_model(const Args& args, const std::function<bool(const std::string&)>& selected) {
   if (args.get("--backend", "auto") == "gpu") throw UsageError("--backend gpu: the model's GPU forward is not built yet (issue 31)");
   const long long seeds = args.integer("--seeds", 3, 1);
+  if (args.has("--json")) check_writable("--json", args.get("--json"));
   std::vector<Case> cases;
   for (const std::string& text : kVerifyCases)
     for (long long s = 1; s <= seeds; ++s) {
@@ -214,16 +218,21 @@ int verify_model(const Args& args, const std::function<bool(const std::string&)>
     }
   if (cases.empty()) throw UsageError("nothing to verify: no model case matches --filter");
   int failed = 0;
+  nlohmann::json results = nlohmann::json::array();
   for (const Case& c : cases) {
     const model::ModelConfig config = case_config(c);
     const model::ReferenceModel m(config, model::make_weights(config, c.seed()));
     std::vector<std::string> lines;
-    const bool ok = self_consistent(m, c, lines);
+    nlohmann::json checks = nlohmann::json::array();
+    const bool ok = self_consistent(m, c, lines, checks);
+    results.push_back({{"case", c.str()}, {"backend", "reference"}, {"passed", ok}, {"checks", checks}});
     failed += !ok;
     std::printf("%s  %s\n", ok ? "pass" : "FAIL", c.str().c_str());
     for (const std::string& line : lines) std::printf("%s\n", line.c_str());
   }
   std::printf("model: %zu cases, %d failed; GPU checks skipped: the model's GPU forward is not built yet\n", cases.size(), failed);
+  // Every check's gap beside its budget, so that the headroom can be followed from run to run.
+  if (args.has("--json")) write_json_file(args.get("--json"), {{"component", "model"}, {"results", results}});
   return failed ? kMismatch : kPass;
 }
 
