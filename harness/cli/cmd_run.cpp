@@ -23,7 +23,9 @@ compares them (and, for a fixture with outputs.expected, both with the stored ou
              (missing parameters take their defaults; see dsv4h list), or a case file (JSON: a
              value ending in .json or holding a '/', e.g. ./my_case), or a relation case, e.g.
              'batch_invariance(chunks=3):filtered_silu_mul(rows=77,seed=3)' (the same work as
-             sub-batches or successive steps, equal bit for bit; see README)
+             sub-batches or successive steps, equal bit for bit; see README), or a case of the
+             tiny model's fp64 reference, 'model(prompt=9,decode=3,batch=1,index_topk=512,seed=1)'
+             (--dump: its tokens, logits and every layer's hidden streams)
   --inputs   a JSON document whose "inputs" replace the generated inputs (the schema of --dump);
              where it names a "case" or "seed" they must be the run's (the dump records them);
              where it names neither, the dump's note says where the inputs came from
@@ -106,6 +108,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (!args.has("--case")) throw UsageError("--case is required (see --help)");
   const std::string case_arg = args.get("--case");
   if (is_relation_case(case_arg)) return run_relation_case(args, case_arg);
+  if (is_model_case(case_arg)) return run_model_case(args, case_arg);
   if (args.has("--dump")) check_writable("--dump", args.get("--dump"));
   // A name of a file in the working folder would otherwise shadow a component of the same name.
   const bool is_file = case_arg.find('(') == std::string::npos &&

@@ -28,6 +28,8 @@ Verifies every registered component (or --component NAME):
   - on a GPU: every verify case (dsv4h list) for seeds 1..N against the reference, each run twice
     under two poisons; graph capture at the bucket sizes and replay at every batch size 1..max-batch.
 Without a GPU only the first three run, and verify says that the GPU checks were skipped.
+--component model runs the tiny model's reference self-consistency checks instead: prefill against
+token-by-token decode (logits, every layer, the MTP block) for its cases and seeds 1..N.
 
   --seeds N      seeds per verify case (default 3)
   --filter PAT   only cases whose canonical string contains PAT, where * stands for any run of
@@ -114,6 +116,8 @@ int cmd_verify(const std::vector<std::string>& argv) {
   if (args.has("--json")) check_writable("--json", args.get("--json"));
   if (!std::filesystem::is_directory(fixtures)) throw UsageError("fixtures directory \"" + fixtures + "\" not found");
   const CaseFilter filter(args.get("--filter", ""));
+  if (args.get("--component", "") == "model")
+    return verify_model(args, [&](const std::string& text) { return filter.matches(text); });
   std::vector<const Component*> components;
   if (args.has("--component")) components.push_back(&registry().get(args.get("--component")));
   else for (const Component& c : registry().all()) components.push_back(&c);

@@ -1,6 +1,7 @@
 // The dsv4h commands; each takes the arguments after its name and returns the exit code.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,12 @@ int cmd_verify(const std::vector<std::string>& argv);
 int cmd_run(const std::vector<std::string>& argv);
 int cmd_report(const std::vector<std::string>& argv);
 int cmd_fuzz(const std::vector<std::string>& argv);
+
+// The tiny model's CPU reference (cmd_model.cpp): `run --case 'model(...)'` and `verify --component model`.
+class Args;
+bool is_model_case(const std::string& text);
+int run_model_case(const Args& args, const std::string& text);
+int verify_model(const Args& args, const std::function<bool(const std::string&)>& selected);
 
 // --backend cpu|gpu|auto: the GPU backend to use, or null for the reference alone. `note` says why
 // the GPU is not used when it is not. A forced gpu that cannot be opened is a UsageError.

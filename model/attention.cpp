@@ -1,0 +1,277 @@
+#include "attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+#include "reference/kv_cache_model1.h"
+#include "reference/narrow_float.h"
+#include "reference/rms_norm.h"
+#include "reference/rope.h"
+
+namespace dsv4h::model {
+namespace {
+
+using reference::apply_rope;
+using reference::kRopeDim;
+
+Eigen::VectorXd rms(const Eigen::VectorXd& x, const Eigen::VectorXd& weight, double eps) {
+  return reference::rms_norm(x.transpose(), weight, eps).row(0).transpose();
+}
+
+// The e2m1 value nearest to |x| <= 6, ties to the even code (codes 0..7 = 0, .5, 1, 1.5, 2, 3, 4, 6).
+double e2m1_round(double x) {
+  static const double grid[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  const double a = std::abs(x);
+  int best = 0;
+  for (int c = 1; c < 8; ++c) {
+    const double d = std::abs(a - grid[c]), db = std::abs(a - grid[best]);
+    if (d < db || (d == db && c % 2 == 0)) best = c;
+  }
+  return std::copysign(grid[best], x);
+}
+
+}  // namespace
+
+Eigen::VectorXd cache_qdq(const Eigen::VectorXd& latent) {
+  using namespace reference;
+  if (latent.size() != kModel1Dims) throw std::invalid_argument("cache_qdq: a latent has 512 dims");
+  uint16_t bits[kModel1Dims];
+  for (int i = 0; i < kModel1Dims; ++i) bits[i] = double_to_bf16(latent(i));
+  std::vector<uint8_t> page(static_cast<size_t>(model1_page_bytes(1)), 0);
+  model1_pack_token(bits, 1, 0, page.data());
+  model1_unpack_token(page.data(), 1, 0, bits);
+  Eigen::VectorXd out(kModel1Dims);
+  for (int i = 0; i < kModel1Dims; ++i) out(i) = bf16_to_float(bits[i]);
+  return out;
+}
+
+Eigen::VectorXd hadamard128(const Eigen::VectorXd& x) {
+  if (x.size() != 128) throw std::invalid_argument("hadamard128: expects 128 values");
+  Eigen::VectorXd y = x;
+  for (int h = 1; h < 128; h *= 2)
+    for (int i = 0; i < 128; i += 2 * h)
+      for (int j = i; j < i + h; ++j) {
+        const double a = y(j), b = y(j + h);
+        y(j) = a + b;
+        y(j + h) = a - b;
+      }
+  return y / std::sqrt(128.0);
+}
+
+Eigen::VectorXd fp4_qdq(const Eigen::VectorXd& x) {
+  constexpr int kBlock = 32;
+  if (x.size() % kBlock != 0) throw std::invalid_argument("fp4_qdq: size must be a multiple of 32");
+  Eigen::VectorXd y(x.size());
+  for (int64_t b = 0; b < x.size(); b += kBlock) {
+    const double amax = std::max(x.segment(b, kBlock).cwiseAbs().maxCoeff(), 6 * std::ldexp(1.0, -126));
+    int e = static_cast<int>(std::ceil(std::log2(amax / 6)));
+    while (amax / std::ldexp(1.0, e) > 6) ++e;  // log2 of a near-power of two may round down
+    const double scale = std::ldexp(1.0, e);
+    for (int64_t i = b; i < b + kBlock; ++i) y(i) = e2m1_round(x(i) / scale) * scale;
+  }
+  return y;
+}
+
+Eigen::VectorXd compress_entry(const std::vector<Eigen::VectorXd>& prev_kv, const std::vector<Eigen::VectorXd>& prev_score,
+                               const std::vector<Eigen::VectorXd>& cur_kv, const std::vector<Eigen::VectorXd>& cur_score,
+                               int64_t ratio, int64_t d) {
+  if (static_cast<int64_t>(cur_kv.size()) != ratio) throw std::logic_error("compress_entry: a block has `ratio` rows");
+  const bool overlap = ratio == 4;
+  const int64_t own = overlap ? d : 0;  // where a block's own half starts
+  Eigen::VectorXd entry(d);
+  for (int64_t k = 0; k < d; ++k) {
+    double m = -std::numeric_limits<double>::infinity();
+    for (const auto& s : prev_score) m = std::max(m, s(k));
+    for (const auto& s : cur_score) m = std::max(m, s(own + k));
+    double num = 0, den = 0;
+    for (size_t t = 0; t < prev_kv.size(); ++t) {
+      const double w = std::exp(prev_score[t](k) - m);
+      num += w * prev_kv[t](k);
+      den += w;
+    }
+    for (size_t t = 0; t < cur_kv.size(); ++t) {
+      const double w = std::exp(cur_score[t](own + k) - m);
+      num += w * cur_kv[t](own + k);
+      den += w;
+    }
+    entry(k) = num / den;
+  }
+  return entry;
+}
+
+Eigen::VectorXd finish_entry(const Eigen::VectorXd& raw, const Eigen::VectorXd& norm_weight, double eps,
+                             int64_t block_position, const Eigen::VectorXd& freqs, EntryKind kind, bool indexer_fp4) {
+  Eigen::VectorXd c = rms(raw, norm_weight, eps);
+  apply_rope(c.tail(kRopeDim), block_position, freqs);
+  if (kind == EntryKind::Main) return cache_qdq(c);
+  c = hadamard128(c);
+  return indexer_fp4 ? fp4_qdq(c) : c;
+}
+
+std::vector<int64_t> index_select(const Eigen::MatrixXd& q_heads, const Eigen::VectorXd& head_weights,
+                                  const std::vector<Eigen::VectorXd>& keys, int64_t visible, int64_t topk) {
+  std::vector<double> score(static_cast<size_t>(visible));
+  for (int64_t j = 0; j < visible; ++j) {
+    const Eigen::VectorXd dots = q_heads.transpose() * keys[j];
+    score[j] = dots.cwiseMax(0.0).dot(head_weights);
+  }
+  std::vector<int64_t> order(static_cast<size_t>(visible));
+  std::iota(order.begin(), order.end(), 0);
+  const int64_t keep = std::min(topk, visible);
+  std::partial_sort(order.begin(), order.begin() + keep, order.end(), [&](int64_t a, int64_t b) {
+    return score[a] != score[b] ? score[a] > score[b] : a < b;
+  });
+  order.resize(static_cast<size_t>(keep));
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+Eigen::MatrixXd attend(const Eigen::MatrixXd& q, const std::vector<const Eigen::VectorXd*>& keys, const Eigen::VectorXd& sink) {
+  const int64_t heads = q.cols();
+  Eigen::MatrixXd o = Eigen::MatrixXd::Zero(q.rows(), heads);
+  if (keys.empty()) return o;
+  const double scale = 1 / std::sqrt(static_cast<double>(q.rows()));
+  Eigen::VectorXd s(static_cast<int64_t>(keys.size()));
+  for (int64_t h = 0; h < heads; ++h) {
+    for (size_t i = 0; i < keys.size(); ++i) s(i) = q.col(h).dot(*keys[i]) * scale;
+    const double m = s.maxCoeff();
+    double den = std::exp(sink(h) - m);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const double w = std::exp(s(i) - m);
+      o.col(h) += w * *keys[i];
+      den += w;
+    }
+    o.col(h) /= den;
+  }
+  return o;
+}
+
+namespace {
+
+// Appends the compressed entries that tokens x[t] (positions first_pos + t) complete, to `entries`.
+// Prefill (first_pos == 0, any T) is the closed form of spec 3.2 over the prompt's complete blocks
+// (block j pools rows [j * ratio, (j + 1) * ratio), C4 with block j - 1's rows as its overlap) and
+// leaves the state a decode continues from: the last complete block and the incomplete tail.
+// Decode (T == 1) is the state machine: a row appended, an entry pooled when its block completes,
+// the block then kept as the next one's overlap. Prefill-vs-decode agreement checks the two.
+void run_compressor(const ModelConfig& c, const Weights& w, const std::string& p, int64_t ratio, int64_t d,
+                    EntryKind kind, const RowMatrix& x, int64_t first_pos, const Eigen::VectorXd& freqs,
+                    bool indexer_fp4, CompressorState& state, std::vector<Eigen::VectorXd>& entries) {
+  const RowMatrix kv = x * w.matrix(p + "wkv.weight").transpose();
+  const RowMatrix score = x * w.matrix(p + "wgate.weight").transpose();
+  const auto ape = w.matrix(p + "ape");
+  const Eigen::VectorXd norm = w.vector(p + "norm.weight");
+  const bool overlap = ratio == 4;
+  static const std::vector<Eigen::VectorXd> kNoRows;
+  const auto finish = [&](const Eigen::VectorXd& raw, int64_t block) {
+    entries.push_back(finish_entry(raw, norm, c.norm_eps, block * ratio, freqs, kind, indexer_fp4));
+  };
+  if (first_pos == 0) {
+    const int64_t T = x.rows(), blocks = T / ratio;
+    std::vector<Eigen::VectorXd> kv_rows, score_rows;  // score rows with ape[t mod ratio]
+    for (int64_t t = 0; t < T; ++t) {
+      kv_rows.push_back(kv.row(t).transpose());
+      score_rows.push_back(score.row(t).transpose() + ape.row(t % ratio).transpose());
+    }
+    const auto block_rows = [&](const std::vector<Eigen::VectorXd>& rows, int64_t begin, int64_t end) {
+      return std::vector<Eigen::VectorXd>(rows.begin() + begin, rows.begin() + end);
+    };
+    for (int64_t j = 0; j < blocks; ++j) {
+      const int64_t prev = overlap && j > 0 ? (j - 1) * ratio : j * ratio;  // an empty range without overlap
+      finish(compress_entry(block_rows(kv_rows, prev, j * ratio), block_rows(score_rows, prev, j * ratio),
+                            block_rows(kv_rows, j * ratio, (j + 1) * ratio), block_rows(score_rows, j * ratio, (j + 1) * ratio),
+                            ratio, d),
+             j);
+    }
+    const int64_t last = blocks > 0 ? (blocks - 1) * ratio : 0;
+    state.prev_kv = block_rows(kv_rows, last, blocks * ratio);
+    state.prev_score = block_rows(score_rows, last, blocks * ratio);
+    state.cur_kv = block_rows(kv_rows, blocks * ratio, T);
+    state.cur_score = block_rows(score_rows, blocks * ratio, T);
+    return;
+  }
+  if (x.rows() != 1) throw std::invalid_argument("attention: after a prefill, tokens come one at a time (decode)");
+  const int64_t pos = first_pos;
+  state.cur_kv.push_back(kv.row(0).transpose());
+  state.cur_score.push_back(score.row(0).transpose() + ape.row(pos % ratio).transpose());
+  if ((pos + 1) % ratio != 0) return;
+  finish(compress_entry(overlap ? state.prev_kv : kNoRows, overlap ? state.prev_score : kNoRows, state.cur_kv,
+                        state.cur_score, ratio, d),
+         pos / ratio);
+  state.prev_kv = std::move(state.cur_kv);
+  state.prev_score = std::move(state.cur_score);
+  state.cur_kv.clear();
+  state.cur_score.clear();
+}
+
+}  // namespace
+
+RowMatrix attention_forward(const ModelConfig& c, const Weights& w, int64_t layer, const std::string& p,
+                            const RowMatrix& x, LayerCache& cache, const AttentionOptions& options) {
+  const int64_t T = x.rows(), H = c.n_heads, hd = c.head_dim;
+  const int64_t first_pos = static_cast<int64_t>(cache.latents.size());
+  const int64_t ratio = c.compress_ratios[layer];
+  const Eigen::VectorXd freqs = reference::rope_frequencies(c.rope(layer));
+
+  // Projections (spec 3.1), rows of the chunk at once.
+  const RowMatrix qr = reference::rms_norm(x * w.matrix(p + "wq_a.weight").transpose(), w.vector(p + "q_norm.weight"), c.norm_eps);
+  const RowMatrix q_all = qr * w.matrix(p + "wq_b.weight").transpose();
+  const RowMatrix kv_all = reference::rms_norm(x * w.matrix(p + "wkv.weight").transpose(), w.vector(p + "kv_norm.weight"), c.norm_eps);
+  for (int64_t t = 0; t < T; ++t) {
+    Eigen::VectorXd kv = kv_all.row(t).transpose();
+    apply_rope(kv.tail(kRopeDim), first_pos + t, freqs);
+    cache.latents.push_back(cache_qdq(kv));
+  }
+  if (ratio != 0)
+    run_compressor(c, w, p + "compressor.", ratio, hd, EntryKind::Main, x, first_pos, freqs, options.indexer_fp4,
+                   cache.main_state, cache.compressed);
+  if (ratio == 4)
+    run_compressor(c, w, p + "indexer.compressor.", ratio, c.index_head_dim, EntryKind::Indexer, x, first_pos, freqs,
+                   options.indexer_fp4, cache.index_state, cache.index_keys);
+
+  const Eigen::VectorXd sink = w.vector(p + "attn_sink");
+  const auto wo_a = w.matrix(p + "wo_a.weight");
+  const int64_t G = c.o_groups, group_in = c.heads_per_group() * hd;
+  RowMatrix og(T, G * c.o_lora_rank);
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t pos = first_pos + t;
+    Eigen::MatrixXd q = Eigen::Map<const Eigen::MatrixXd>(q_all.row(t).data(), hd, H);  // column h = head h
+    for (int64_t h = 0; h < H; ++h) {
+      q.col(h) /= std::sqrt(q.col(h).squaredNorm() / static_cast<double>(hd) + c.norm_eps);
+      apply_rope(q.col(h).tail(kRopeDim), pos, freqs);
+    }
+    std::vector<const Eigen::VectorXd*> keys;
+    for (int64_t s = std::max<int64_t>(0, pos - c.window_size + 1); s <= pos; ++s) keys.push_back(&cache.latents[s]);
+    const int64_t visible = ratio == 0 ? 0 : (pos + 1) / ratio;
+    if (ratio == 128)
+      for (int64_t j = 0; j < visible; ++j) keys.push_back(&cache.compressed[j]);
+    if (ratio == 4) {
+      const int64_t nI = c.index_n_heads, id = c.index_head_dim;
+      const Eigen::VectorXd qi_flat = w.matrix(p + "indexer.wq_b.weight") * qr.row(t).transpose();
+      Eigen::MatrixXd qi(id, nI);
+      for (int64_t h = 0; h < nI; ++h) {
+        Eigen::VectorXd head = qi_flat.segment(h * id, id);
+        apply_rope(head.tail(kRopeDim), pos, freqs);
+        head = hadamard128(head);
+        qi.col(h) = options.indexer_fp4 ? fp4_qdq(head) : head;
+      }
+      const Eigen::VectorXd head_weights = w.matrix(p + "indexer.weights_proj.weight") * x.row(t).transpose() *
+                                           (1 / std::sqrt(static_cast<double>(id)) / std::sqrt(static_cast<double>(nI)));
+      for (int64_t j : index_select(qi, head_weights, cache.index_keys, visible, c.index_topk))
+        keys.push_back(&cache.compressed[j]);
+    }
+    Eigen::MatrixXd o = attend(q, keys, sink);
+    for (int64_t h = 0; h < H; ++h) apply_rope(o.col(h).tail(kRopeDim), pos, freqs, true);
+    // The grouped output projection: group g's heads concatenated, through its own o_lora block.
+    const Eigen::Map<const Eigen::VectorXd> o_flat(o.data(), H * hd);
+    for (int64_t g = 0; g < G; ++g)
+      og.row(t).segment(g * c.o_lora_rank, c.o_lora_rank) =
+          (wo_a.middleRows(g * c.o_lora_rank, c.o_lora_rank) * o_flat.segment(g * group_in, group_in)).transpose();
+  }
+  return og * w.matrix(p + "wo_b.weight").transpose();
+}
+
+}  // namespace dsv4h::model

@@ -1,0 +1,128 @@
+#include "block.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "reference/filtered_silu_mul.h"
+
+namespace dsv4h::model {
+namespace {
+
+double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
+
+// xf @ fn^T scaled by the rsqrt of xf's mean square (the mixes of hc_pre and hc_head).
+Eigen::VectorXd mixes(const Eigen::VectorXd& h, const Eigen::Ref<const RowMatrix>& fn, double eps) {
+  const double r = 1 / std::sqrt(h.squaredNorm() / static_cast<double>(h.size()) + eps);
+  return fn * h * r;
+}
+
+Eigen::VectorXd weighted_streams(const Eigen::VectorXd& h, const Eigen::VectorXd& pre, int64_t dim) {
+  Eigen::VectorXd y = Eigen::VectorXd::Zero(dim);
+  for (int64_t i = 0; i < pre.size(); ++i) y += pre(i) * h.segment(i * dim, dim);
+  return y;
+}
+
+}  // namespace
+
+HcMix hc_split_sinkhorn(const Eigen::VectorXd& mix, const Eigen::VectorXd& scale, const Eigen::VectorXd& base,
+                        const ModelConfig& c) {
+  const int64_t hc = c.hc_mult;
+  const double eps = c.hc_eps;
+  HcMix out;
+  out.pre.resize(hc);
+  out.post.resize(hc);
+  for (int64_t i = 0; i < hc; ++i) {
+    out.pre(i) = sigmoid(mix(i) * scale(0) + base(i)) + eps;
+    out.post(i) = 2 * sigmoid(mix(hc + i) * scale(1) + base(hc + i));
+  }
+  Eigen::MatrixXd C(hc, hc);
+  for (int64_t i = 0; i < hc; ++i)
+    for (int64_t j = 0; j < hc; ++j) C(i, j) = mix(2 * hc + i * hc + j) * scale(2) + base(2 * hc + i * hc + j);
+  for (int64_t i = 0; i < hc; ++i) {  // row softmax, then eps
+    const double m = C.row(i).maxCoeff();
+    C.row(i) = (C.row(i).array() - m).exp();
+    C.row(i) /= C.row(i).sum();
+    C.row(i).array() += eps;
+  }
+  auto normalise_columns = [&] {
+    for (int64_t j = 0; j < hc; ++j) C.col(j) /= C.col(j).sum() + eps;
+  };
+  normalise_columns();
+  for (int64_t it = 1; it < c.hc_sinkhorn_iters; ++it) {  // rows then columns: ends on a column pass
+    for (int64_t i = 0; i < hc; ++i) C.row(i) /= C.row(i).sum() + eps;
+    normalise_columns();
+  }
+  out.comb = C;
+  return out;
+}
+
+Eigen::VectorXd hc_pre(const Eigen::VectorXd& h, const Weights& w, const std::string& fn_prefix, const ModelConfig& c,
+                       HcMix& mix) {
+  const Eigen::VectorXd m = mixes(h, w.matrix(fn_prefix + "_fn"), c.norm_eps);
+  mix = hc_split_sinkhorn(m, w.vector(fn_prefix + "_scale"), w.vector(fn_prefix + "_base"), c);
+  return weighted_streams(h, mix.pre, c.dim);
+}
+
+Eigen::VectorXd hc_post(const Eigen::VectorXd& x, const Eigen::VectorXd& residual, const HcMix& mix, int64_t dim) {
+  const int64_t hc = mix.post.size();
+  Eigen::VectorXd out(hc * dim);
+  for (int64_t j = 0; j < hc; ++j) {
+    Eigen::VectorXd s = mix.post(j) * x;
+    for (int64_t i = 0; i < hc; ++i) s += mix.comb(i, j) * residual.segment(i * dim, dim);
+    out.segment(j * dim, dim) = s;
+  }
+  return out;
+}
+
+Eigen::VectorXd hc_head(const Eigen::VectorXd& h, const Weights& w, const std::string& p, const ModelConfig& c) {
+  const Eigen::VectorXd m = mixes(h, w.matrix(p + "hc_head_fn"), c.norm_eps);
+  const double scale = w.vector(p + "hc_head_scale")(0);
+  const Eigen::VectorXd base = w.vector(p + "hc_head_base");
+  Eigen::VectorXd pre(c.hc_mult);
+  for (int64_t i = 0; i < c.hc_mult; ++i) pre(i) = sigmoid(m(i) * scale + base(i)) + c.hc_eps;
+  return weighted_streams(h, pre, c.dim);
+}
+
+Eigen::VectorXd expert_forward(const Weights& w, const std::string& p, const Eigen::VectorXd& x, double swiglu_limit,
+                               double weight) {
+  const Eigen::VectorXd gate = w.matrix(p + "w1.weight") * x, up = w.matrix(p + "w3.weight") * x;
+  const int64_t inter = gate.size();
+  // The clamped SwiGLU is the shared reference's (one row, its one expert kept).
+  Eigen::MatrixXd gate_up(1, 2 * inter), act(1, inter);
+  gate_up.row(0) << gate.transpose(), up.transpose();
+  reference::filtered_silu_mul(gate_up, Eigen::VectorXi::Zero(1), 1, swiglu_limit, act);
+  return w.matrix(p + "w2.weight") * (weight * act.row(0).transpose());
+}
+
+Eigen::VectorXd moe_forward(const ModelConfig& c, const Weights& w, int64_t layer, const std::string& p,
+                            const Eigen::VectorXd& x, int64_t token_id) {
+  const Eigen::VectorXd logits = w.matrix(p + "gate.weight") * x;
+  Eigen::VectorXd scores(logits.size());
+  for (int64_t e = 0; e < logits.size(); ++e) {
+    const double l = logits(e);
+    const double softplus = l > 30 ? l : std::log1p(std::exp(l));
+    scores(e) = std::sqrt(softplus);
+  }
+  std::vector<int64_t> chosen;
+  if (layer < c.n_hash_layers) {
+    const auto table = w.matrix(p + "gate.tid2eid");
+    for (int64_t k = 0; k < c.n_activated_experts; ++k) chosen.push_back(static_cast<int64_t>(table(token_id, k)));
+  } else {  // the bias moves the choice only, never the weights
+    const Eigen::VectorXd biased = scores + w.vector(p + "gate.bias");
+    std::vector<int64_t> order(static_cast<size_t>(c.n_routed_experts));
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + c.n_activated_experts, order.end(), [&](int64_t a, int64_t b) {
+      return biased(a) != biased(b) ? biased(a) > biased(b) : a < b;
+    });
+    chosen.assign(order.begin(), order.begin() + c.n_activated_experts);
+  }
+  double total = 0;
+  for (int64_t e : chosen) total += scores(e);
+  Eigen::VectorXd y = Eigen::VectorXd::Zero(c.dim);
+  for (int64_t e : chosen)  // the route scale, once, in the routing weight
+    y += expert_forward(w, p + "experts." + std::to_string(e) + ".", x, c.swiglu_limit, scores(e) / total * c.route_scale);
+  return y + expert_forward(w, p + "shared_experts.", x, c.swiglu_limit, 1.0);
+}
+
+}  // namespace dsv4h::model

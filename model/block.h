@@ -1,0 +1,40 @@
+// A decoder block's pieces besides attention (spec 2.1, 2.2, 2.5, 2.6) in fp64, one token row at a
+// time: the mHC hyper-connections (hc_pre with its Sinkhorn-normalised combination, hc_post,
+// the head's hc reduction) and the MoE (sqrt-softplus scores, bias top-k or hash routing, the
+// route scale applied once, clamped SwiGLU experts, the shared expert).
+#pragma once
+
+#include <Eigen/Dense>
+#include <cstdint>
+#include <string>
+
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace dsv4h::model {
+
+struct HcMix {
+  Eigen::VectorXd pre, post;  // [hc]
+  Eigen::MatrixXd comb;       // [hc, hc]: out_j = post_j x + sum_i comb(i, j) res_i
+};
+
+// The split of a mix vector [(2 + hc) * hc] into pre, post and the Sinkhorn-normalised comb.
+HcMix hc_split_sinkhorn(const Eigen::VectorXd& mix, const Eigen::VectorXd& scale, const Eigen::VectorXd& base,
+                        const ModelConfig& config);
+// hc_pre: the streams h [hc * dim] reduced to one [dim]; `mix` receives what hc_post needs.
+Eigen::VectorXd hc_pre(const Eigen::VectorXd& h, const Weights& w, const std::string& fn_prefix, const ModelConfig& config,
+                       HcMix& mix);
+Eigen::VectorXd hc_post(const Eigen::VectorXd& x, const Eigen::VectorXd& residual, const HcMix& mix, int64_t dim);
+// The head's reduction: sigmoid weights (no Sinkhorn) over the streams; `prefix` "" or "mtp.M.".
+Eigen::VectorXd hc_head(const Eigen::VectorXd& h, const Weights& w, const std::string& prefix, const ModelConfig& config);
+
+// The MoE of layer `layer` (weights under "layers.L.ffn." / "mtp.M.ffn.") for one token.
+Eigen::VectorXd moe_forward(const ModelConfig& config, const Weights& w, int64_t layer, const std::string& prefix,
+                            const Eigen::VectorXd& x, int64_t token_id);
+
+// One expert's clamped SwiGLU: w2(clamp_up(w3 x) * silu(min(w1 x, limit))) * weight, the routing
+// weight applied before w2 as DeepSeek's reference does.
+Eigen::VectorXd expert_forward(const Weights& w, const std::string& prefix, const Eigen::VectorXd& x, double swiglu_limit,
+                               double weight);
+
+}  // namespace dsv4h::model

@@ -1,0 +1,55 @@
+// The reference forward of the whole model (spec 2) in fp64: embedding, the blocks (mHC, RMSNorm,
+// attention, MoE), the head, and the MTP block. A request's state is its caches; a prefill of a
+// prompt from position 0 and then a decode of one token at a time run the same per-token math,
+// but the compressed entries come from the prompt in one pass (prefill) or from the compressor's
+// state machine (decode), so prefill-vs-decode agreement checks that bookkeeping.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/attention.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace dsv4h::model {
+
+struct RequestState {
+  std::vector<LayerCache> layers;  // the main layers
+  std::vector<LayerCache> mtp;     // the MTP blocks
+};
+
+struct ForwardResult {
+  RowMatrix logits;                  // [T, vocab]
+  RowMatrix hidden;                  // [T, hc * dim]: the streams after the last block, before the head
+  std::vector<RowMatrix> per_layer;  // [T, hc * dim] after each block (when asked for)
+};
+
+class ReferenceModel {
+ public:
+  ReferenceModel(ModelConfig config, Weights weights, AttentionOptions options = {});
+
+  RequestState new_request() const;
+  // Tokens at positions state's length onward: any number from an empty state (prefill), else
+  // one (decode). A token id outside the vocabulary is BadInput.
+  ForwardResult forward(RequestState& state, const std::vector<int64_t>& tokens, bool keep_layers = false) const;
+  // MTP block `m` over the main model's hidden streams [T, hc * dim] and the next tokens (the
+  // tokens one position ahead), positions continuing its own cache.
+  ForwardResult mtp_forward(RequestState& state, int64_t m, const RowMatrix& main_hidden,
+                            const std::vector<int64_t>& next_tokens) const;
+
+  const ModelConfig& config() const { return config_; }
+  const Weights& weights() const { return weights_; }
+
+ private:
+  RowMatrix block(int64_t layer, const std::string& prefix, const RowMatrix& h, const std::vector<int64_t>& tokens,
+                  LayerCache& cache) const;
+  RowMatrix head(const RowMatrix& h, const std::string& prefix) const;
+  void check_tokens(const std::vector<int64_t>& tokens, const LayerCache& first) const;
+
+  ModelConfig config_;
+  Weights weights_;
+  AttentionOptions options_;
+};
+
+}  // namespace dsv4h::model
