@@ -430,21 +430,21 @@ Component indexer_component() {
   };
   d.gpu_tests = "*IndexerGpu*";
   d.bench_binary = "bench_indexer";
-  d.bench_filter = "BM_indexer";
-  // Issue 29's goals (ci/goals.py judges them). The floor of a decode shape is BM_indexer_floor:
-  // the larger of a copy of the same bytes and the same FLOPs as plain fp32 FMAs, both timed in
-  // the same run (no fp8 tensor-core kernel is in the tree, so the dense fp8 rate is not measured:
-  // this FLOP floor is the rate of the arithmetic the kernel uses). Peers: tests/peers/indexer.py.
+  d.bench_filter = "BM_indexer|BM_copy_same_bytes_indexer|BM_copy_kernel_same_bytes_indexer";
+  // Issue 29's goals (ci/goals.py judges them), over the peers' shapes (tests/peers/indexer.py:
+  // bs 1, 8, 64, 128 at ctx 8K and 64K). The peers' run also measures the floors: floor_us is the
+  // larger of a copy of the chain's bytes and an fp8 GEMM (torch._scaled_mm) of its FLOPs, the
+  // dense fp8 rate, as no fp8 tensor-core kernel is in this tree. The peer binding has no filter,
+  // so the floor goal (the issue's: at ctx 64K) and the 4x goal (the issue's: at bs >= 64) are
+  // judged at every peer shape: their verdicts at the other shapes are stricter than the issue's.
   d.goals = R"json([
-    {"text": "indexer decode bs={bs} ctx=65536: within 2x the larger of its byte and FLOP floors", "measure": "time_ratio",
-     "bound": 2.0, "benchmark": "BM_indexer_decode/bs:{bs}/ctx:65536/manual_time",
-     "over": "BM_indexer_floor/bs:{bs}/ctx:65536/manual_time",
-     "each": [[{"bs": 1}, {"bs": 8}, {"bs": 64}, {"bs": 128}]]},
+    {"text": "indexer decode bs={bs} ctx={ctx}: within 2x the larger of its byte and FLOP floors ({peer:.1f} us)",
+     "measure": "faster_than_peer", "bound": 2.0, "peers": "peers.indexer", "against": "floor_us",
+     "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time"},
     {"text": "indexer decode bs={bs} ctx={ctx}: ahead of every peer", "measure": "faster_than_peers", "bound": 1.0,
-     "peers": "peers.indexer", "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time",
-     "each": [[{"bs": 1}, {"bs": 8}, {"bs": 64}, {"bs": 128}], [{"ctx": 8192}, {"ctx": 65536}]]},
-    {"text": "indexer decode bs={bs} ctx={ctx}: >= 4x faster than torch {kind}", "measure": "faster_than_peer", "bound": 0.25,
-     "peers": "peers.indexer", "against": "{kind}_us", "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time",
+     "peers": "peers.indexer", "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time"},
+    {"text": "indexer decode bs={bs} ctx={ctx}: >= 4x faster than torch {kind} ({peer:.1f} us)", "measure": "faster_than_peer",
+     "bound": 0.25, "peers": "peers.indexer", "against": "{kind}_us", "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time",
      "each": [[{"kind": "eager"}, {"kind": "compile"}]]}
   ])json";
   d.make_inputs = make_inputs;
