@@ -9,11 +9,12 @@
 // computed in fp64 round to different fp8 codes near a rounding midpoint, which moves a score by
 // far more than the scores' own rounding. The selection is compared as sets, tie-aware.
 //
-// One query row per request (decode); a row's position sets its visible entries, (p + 1) / 4.
-// `seq_len` > 0 gives every row p + 1 = seq_len, 0 random lengths in [1, ctx]; the page table and
-// the scores are as wide as ctx needs (ceil(ctx / 4 / 64) pages), so shorter rows are padded.
-// Every row owns distinct random pages of one pool; the entries of its pages past its visible
-// ones hold keys too, so that reading one shows.
+// A query row per token: one a request in decode, `per_request` rows at consecutive positions in
+// prefill; a row's position sets its visible entries, (p + 1) / 4. `seq_len` > 0 ends every
+// request at p + 1 = seq_len, 0 at random lengths; the page table and the scores are as wide as
+// ctx needs (ceil(ctx / 4 / 64) pages), so shorter rows are padded. Every request owns distinct
+// random pages of one pool; the entries of its pages past a row's visible ones hold keys too, so
+// that reading one shows.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -44,13 +45,14 @@ enum class Stage : int64_t { select = 0, query = 1, translate = 2 };
 
 struct Params {
   Stage stage = Stage::select;
-  int64_t bs = 4, ctx = 2048, seq_len = 0, heads = 64, index_topk = 512, quant = 0;
+  int64_t bs = 4, ctx = 2048, seq_len = 0, per_request = 1, heads = 64, index_topk = 512, quant = 0;
   template <typename F>
   void fields(F& f) {
     f("stage", stage, "0 select (scores + top-k), 1 query (rope, Hadamard, fp8), 2 translate (page slots)");
     f("bs", bs, "query rows, one per request");
     f("ctx", ctx, "longest sequence (tokens) the page table and the scores are wide for");
-    f("seq_len", seq_len, "every row's p + 1; 0 = random in [1, ctx]");
+    f("seq_len", seq_len, "every request's p + 1 at its last row; 0 = random in [rows, ctx]");
+    f("per_request", per_request, "query rows a request (1 decode; more: prefill rows at consecutive positions)");
     f("heads", heads, "indexer heads (64 in V4; 4 in the tiny config)");
     f("index_topk", index_topk, "selected entries a row (512 or 1024; 16 in the tiny config)");
     f("quant", quant, "query quantisation: 0 fp8 per (token, head) as SGLang (1, fp4 block 32, has no kernel)");
@@ -61,7 +63,7 @@ using IndexerCase = CaseOf<Params>;
 struct Sizes {
   int64_t pages = 0;       // page table columns
   int64_t width = 0;       // scores columns: pages * 64
-  int64_t pool_pages = 0;  // generated pools: every row's pages, plus page 0 that nobody owns
+  int64_t pool_pages = 0;  // generated pools: every request's pages, plus page 0 that nobody owns
   int64_t cache_words = 0; // i32 words of one page
 };
 
@@ -72,6 +74,7 @@ Sizes sizes_of(const IndexerCase& c) {
   if (c.bs < 0 || c.bs > 4096) throw bad("bs must be in [0, 4096]");
   if (c.ctx < 1 || c.ctx > (1 << 20)) throw bad("ctx must be in [1, 2^20]");
   if (c.seq_len < 0 || c.seq_len > c.ctx) throw bad("seq_len must be in [0, ctx] (0 = random lengths)");
+  if (c.per_request < 1 || c.per_request > c.ctx) throw bad("per_request must be in [1, ctx]");
   if (c.heads < 4 || c.heads > 64 || c.heads % 4) throw bad("heads must be a multiple of 4 in [4, 64]");
   if (c.index_topk < 1 || c.index_topk > 2048) throw bad("index_topk must be in [1, 2048]");
   if (c.quant != 0)
@@ -79,7 +82,7 @@ Sizes sizes_of(const IndexerCase& c) {
   Sizes s;
   s.pages = std::max<int64_t>(1, (c.ctx / 4 + kC4EntriesPerPage - 1) / kC4EntriesPerPage);
   s.width = s.pages * kC4EntriesPerPage;
-  s.pool_pages = c.bs * s.pages + 1;
+  s.pool_pages = (c.bs + c.per_request - 1) / c.per_request * s.pages + 1;
   s.cache_words = reference::indexer_page_bytes(kC4EntriesPerPage) / 4;
   if (c.bs * s.width > (int64_t{1} << 26)) throw bad("bs * the scores' width above 2^26");
   return s;
@@ -97,9 +100,15 @@ Eigen::MatrixXd query_of(const HostTensor& q, int64_t row, int64_t heads) {
   return m;
 }
 
+// Rows in requests of `per_request` consecutive positions (the last request may be shorter); a
+// request ends at p + 1 = seq_len, or at a random length in [its rows, ctx].
 std::vector<int32_t> positions_of(const IndexerCase& c, Rng& rng) {
-  std::vector<int32_t> positions(static_cast<size_t>(c.bs));
-  for (int32_t& p : positions) p = static_cast<int32_t>((c.seq_len ? c.seq_len : rng.integer(1, c.ctx)) - 1);
+  std::vector<int32_t> positions;
+  while (static_cast<int64_t>(positions.size()) < c.bs) {
+    const int64_t n = std::min(c.per_request, c.bs - static_cast<int64_t>(positions.size()));
+    const int64_t end = c.seq_len ? std::max(c.seq_len, n) : rng.integer(n, c.ctx);
+    for (int64_t k = 0; k < n; ++k) positions.push_back(static_cast<int32_t>(end - n + k));
+  }
   return positions;
 }
 
@@ -109,12 +118,17 @@ HostTensor i32_tensor(const std::vector<int32_t>& values, const Shape& shape) {
   return t;
 }
 
-// Each row's distinct pages of the pool (page 0 belongs to nobody), in random order.
+// Each request's distinct pages of the pool (page 0 belongs to nobody), in random order; the rows
+// of a request share its page table row.
 HostTensor page_table_of(const IndexerCase& c, const Sizes& s, Rng& rng) {
-  std::vector<int32_t> pages(static_cast<size_t>(s.pool_pages - 1));
+  std::vector<int32_t> pages(static_cast<size_t>(s.pool_pages - 1)), table;
   std::iota(pages.begin(), pages.end(), 1);
   for (size_t i = pages.size(); i > 1; --i) std::swap(pages[i - 1], pages[static_cast<size_t>(rng.integer(0, i - 1))]);
-  return i32_tensor(pages, {c.bs, s.pages});
+  for (int64_t r = 0; r < c.bs; ++r) {
+    const auto first = pages.begin() + (r / c.per_request) * s.pages;
+    table.insert(table.end(), first, first + s.pages);
+  }
+  return i32_tensor(table, {c.bs, s.pages});
 }
 
 // Every entry of the pool a key of N(0, 1) values at a random power-of-two scale, packed (spec 4.2).
@@ -308,6 +322,7 @@ std::map<std::string, OutputCheck> checks(const IndexerCase& c) {
 }
 
 // A padding row is a request of one token (SGLang's padding: seq_len 1), which sees no entry.
+// Rows are independent, so prefill rows pad alike.
 TensorMap pad_batch(const IndexerCase& c, const TensorMap& inputs, int64_t bucket) {
   if (bucket < c.bs) throw BadInput("indexer: bucket " + std::to_string(bucket) + " < bs " + std::to_string(c.bs));
   TensorMap padded;
@@ -416,6 +431,9 @@ Component indexer_component() {
       "indexer(bs=16,ctx=4096)", "indexer(bs=2,ctx=65536,seq_len=65536)", "indexer(bs=5,ctx=65536)",
       "indexer(bs=4,ctx=68,seq_len=63,heads=4,index_topk=16)", "indexer(bs=4,ctx=68,seq_len=64,heads=4,index_topk=16)",
       "indexer(bs=4,ctx=68,seq_len=68,heads=4,index_topk=16)", "indexer(bs=33,ctx=600,heads=4,index_topk=16)",
+      // Prefill rows: every p + 1 from 1 to 300 in one request; c4 lengths 460..524 across 512.
+      "indexer(bs=300,ctx=300,seq_len=300,per_request=300,heads=4,index_topk=16)",
+      "indexer(bs=260,ctx=2100,seq_len=2100,per_request=260,heads=4)",
       // The query path, positions up to 64K (the rope's angles grow with them).
       "indexer(stage=1,bs=1)", "indexer(stage=1,bs=7,ctx=65536)", "indexer(stage=1,bs=64,ctx=1048576,heads=4)",
       // The page translation: empty rows, every entry, top-k of long rows.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -165,8 +166,11 @@ struct SelectRun {
 
 const Component& indexer() { return registry().get("indexer"); }
 
-std::vector<SelectRun> runs_of_stage(int64_t stage) {
-  std::vector<SelectRun> runs;
+// The verify cases of a stage with their reference runs, made once for the tests below.
+const std::vector<SelectRun>& runs_of_stage(int64_t stage) {
+  static std::map<int64_t, std::vector<SelectRun>> made;
+  if (made.count(stage)) return made.at(stage);
+  std::vector<SelectRun>& runs = made[stage];
   for (const std::string& text : indexer().verify_cases) {
     SelectRun r{parse_case(text), {}, {}, {}};
     if (r.c.integer("stage") != stage) continue;
@@ -222,7 +226,7 @@ int cases_caught(const std::vector<SelectRun>& runs, Visible visible_of, N n_of)
 }
 
 TEST(IndexerMutants, RightMathPassesTheVerifyCases) {
-  const std::vector<SelectRun> runs = runs_of_stage(0);
+  const std::vector<SelectRun>& runs = runs_of_stage(0);
   ASSERT_GT(runs.size(), 10u);
   EXPECT_EQ(cases_caught(runs, [](int64_t v, const SelectRun&) { return v; }, [](int64_t v, const SelectRun&) { return v; }), 0);
 }

@@ -15,7 +15,8 @@ torch._scaled_mm) and floor_us, the larger.
 
 Timing: CUDA events around 20 back-to-back calls after 3 warm-up calls, the mean per call; the
 median of 15 samples. Writes JSON {"component": "indexer", "device", "results": [{"bs", "ctx",
-"eager_us", "compile_us", "triton_us", "copy_us", "fp8_dense_us", "floor_us"}]}.
+"eager_us", "compile_us", "triton_us", "copy_us", "fp8_dense_us", "floor_us"}, ..., and the
+prefill's {"tokens", "eager_us", "compile_us", "triton_us"}]}.
 """
 import argparse
 import json
@@ -68,7 +69,8 @@ def quantise_query(q, positions, freqs, had):
 
 
 def page_slots(idx, page_table):
-    return page_table.gather(1, idx >> 6) * PAGE + (idx & (PAGE - 1))
+    slots = page_table.gather(1, idx.clamp(min=0) >> 6) * PAGE + (idx & (PAGE - 1))
+    return torch.where(idx < 0, -1, slots)
 
 
 def decode_torch(q, positions, weights, values, scales, page_table, freqs, had):
@@ -80,7 +82,10 @@ def decode_torch(q, positions, weights, values, scales, page_table, freqs, had):
     scores = torch.einsum("bhn,bh->bn", dots, weights * q_scale) * k_scale
     visible = ((positions + 1) // 4)[:, None]
     scores = scores.masked_fill(torch.arange(pages * PAGE, device="cuda")[None, :] >= visible, float("-inf"))
-    idx = scores.topk(TOPK, dim=1).indices.int()  # every shape has more than 512 visible entries
+    # topk_transform_512: rows with at most 512 visible entries keep them all, in order, then -1.
+    idx = scores.topk(TOPK, dim=1).indices.int()
+    first = torch.arange(TOPK, device="cuda", dtype=torch.int32)[None, :]
+    idx = torch.where(visible <= TOPK, torch.where(first < visible, first, -1), idx)
     return page_slots(idx, page_table)
 
 
@@ -107,7 +112,11 @@ def decode_triton(q, positions, weights, pool, page_table, freqs, had):
     logits = torch.empty(bs, pages * PAGE, device="cuda")
     logits_kernel[(pages, bs)](codes, (weights * q_scale).contiguous(), pool, page_table, positions, logits, pages,
                                PAGE_BYTES=PAGE * (DIM + 4), HEADS=HEADS, DIM=DIM, PAGE=PAGE, num_warps=4)
-    return page_slots(logits.topk(TOPK, dim=1).indices.int(), page_table)
+    visible = ((positions + 1) // 4)[:, None]
+    idx = logits.topk(TOPK, dim=1).indices.int()
+    first = torch.arange(TOPK, device="cuda", dtype=torch.int32)[None, :]
+    idx = torch.where(visible <= TOPK, torch.where(first < visible, first, -1), idx)
+    return page_slots(idx, page_table)
 
 
 def time_us(fn):
@@ -173,6 +182,21 @@ def main():
         results.append({"bs": bs, "ctx": ctx, "eager_us": eager, "compile_us": comp, "triton_us": trit,
                         "copy_us": copy, "fp8_dense_us": fp8, "floor_us": max(copy, fp8)})
         print(results[-1], flush=True)
+    # Prefill (BM_indexer_prefill): 8192 rows of one request at positions 0..8191, its page table
+    # row repeated; the row's gathered keys are 8.6 GB in fp32 in the torch peers.
+    tokens = 8192
+    pages = tokens // 4 // PAGE
+    page_table = table[:pages].view(1, pages).expand(tokens, pages).contiguous()
+    positions = torch.arange(tokens, dtype=torch.int32, device="cuda")
+    prefill_q = q.repeat(tokens // MAX_BS, 1, 1)
+    prefill_w = weights.repeat(tokens // MAX_BS, 1)
+    inputs = (prefill_q, positions, prefill_w)
+    row = {"tokens": tokens}
+    row["eager_us"] = time_us(lambda: decode_torch(*inputs, values, scales, page_table, freqs, had))
+    row["compile_us"] = time_us(lambda: compiled(*inputs, values, scales, page_table, freqs, had))
+    row["triton_us"] = time_us(lambda: decode_triton(*inputs, pool, page_table, freqs, had))
+    results.append(row)
+    print(row, flush=True)
     with open(args.out, "w") as f:
         json.dump({"component": "indexer", "device": torch.cuda.get_device_name(),
                    "fp8_dense_TFLOPs": dense / 1e12, "torch": torch.__version__, "results": results}, f, indent=1)
