@@ -45,7 +45,7 @@ void launch_indexer_logits(const IndexerLogitsArgs& args, hipStream_t stream);
 struct IndexerTopkArgs {
   const float* logits;       // [rows, width]
   const int32_t* positions;  // [rows]
-  int32_t* indices;          // [rows, topk] raw entry indices, unordered; -1 past the visible entries
+  int32_t* indices;          // [rows, topk] raw entry indices in index order; -1 past the visible entries
   int64_t rows;
   int64_t width;
   int64_t topk;
