@@ -1,0 +1,67 @@
+// The indexer's GPU checks beside the generic ones (every verify case, graph replay, relations):
+// the top-k kernel's radix select where every score ties (any set is right, but it must be a set
+// of topk distinct visible indices), at c4 lengths up to 16K; and the query kernel's fp8 bytes,
+// which the scoring kernel reads, against the values the harness compares.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "gpu_env.h"
+#include "harness/gpu/device_tensor.h"
+#include "harness/verify.h"
+#include "kernels/indexer.h"
+#include "reference/narrow_float.h"
+#include "reference/rope.h"
+
+namespace dsv4h {
+namespace {
+
+TEST(IndexerGpu, EveryScoreTiedStillSelectsDistinctVisibleEntries) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  const Component& indexer = registry().get("indexer");
+  for (const char* text : {"indexer(bs=3,ctx=65536,seed=5)", "indexer(bs=4,ctx=68,seq_len=68,heads=4,index_topk=16)"}) {
+    const Case c = parse_case(text);
+    TensorMap inputs = indexer.make_inputs(c);
+    // Every entry of the pool a copy of one: all of a row's visible scores are equal.
+    HostTensor& cache = inputs.at("indexer_cache");
+    const int64_t page_bytes = cache.shape()[1] * 4;
+    for (int64_t page = 0; page < cache.shape()[0]; ++page)
+      for (int64_t e = 0; e < 64; ++e) {
+        uint8_t* base = cache.bytes() + page * page_bytes;
+        std::memcpy(base + e * 128, cache.bytes(), 128);
+        std::memcpy(base + 64 * 128 + e * 4, cache.bytes() + 64 * 128, 4);
+      }
+    const CaseRun run = run_case(indexer, c, gpu, inputs);
+    EXPECT_TRUE(run.result.passed()) << run.result.report();
+  }
+}
+
+TEST(IndexerGpu, QueryBytesAreTheComparedValues) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  const Case c = parse_case("indexer(stage=1,bs=5,ctx=65536,seed=3)");
+  const TensorMap inputs = registry().get("indexer").make_inputs(c);
+  const DeviceTensorMap device = DeviceTensorMap::upload(inputs);
+  const int64_t values = 5 * 64 * 128;
+  DeviceBuffer codes(values), as_float(values * 4), scales(5 * 64 * 4);
+  IndexerQueryArgs args{};
+  args.q = device.data<const uint16_t>("q");
+  args.positions = device.data<const int32_t>("positions");
+  args.q_fp8 = static_cast<uint8_t*>(codes.data());
+  args.q_scale = static_cast<float*>(scales.data());
+  args.q_fp8_values = static_cast<float*>(as_float.data());
+  const Eigen::VectorXd freqs = reference::rope_frequencies(reference::rope_for_ratio(4));
+  for (int i = 0; i < 32; ++i) args.freqs[i] = freqs(i);
+  args.rows = 5;
+  args.heads = 64;
+  launch_indexer_query(args, nullptr);
+  std::vector<uint8_t> got_codes(values);
+  std::vector<float> got_values(values);
+  DSV4H_HIP_CHECK(hipMemcpy(got_codes.data(), codes.data(), codes.bytes(), hipMemcpyDeviceToHost));
+  DSV4H_HIP_CHECK(hipMemcpy(got_values.data(), as_float.data(), as_float.bytes(), hipMemcpyDeviceToHost));
+  for (int64_t i = 0; i < values; ++i)
+    ASSERT_EQ(reference::fp8_e4m3_to_float(got_codes[i]), got_values[i]) << "value " << i;
+}
+
+}  // namespace
+}  // namespace dsv4h
