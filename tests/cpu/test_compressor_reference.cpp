@@ -1,6 +1,8 @@
 // The compressor reference (spec 3.2, 4.3, 9.1): the dense closed form against the formula written
 // out, and the state machine (prefill, chunked prefill at every split, token-by-token decode)
-// against the dense form bit for bit in the packed pool.
+// against the dense form bit for bit in the packed pool. Then the component (its descriptor): every
+// issue-29 bug computed by the reference changes the outputs of some verify case, so the GPU run
+// can catch its mutant.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +10,9 @@
 #include <random>
 #include <vector>
 
+#include "harness/compare.h"
+#include "harness/component.h"
+#include "harness/errors.h"
 #include "reference/compressor.h"
 #include "reference/rms_norm.h"
 #include "reference/rope.h"
@@ -173,3 +178,76 @@ TEST(CompressorReference, EveryBugChangesThePackedEntries) {
 
 }  // namespace
 }  // namespace dsv4h::reference
+
+namespace dsv4h {
+namespace {
+
+const Component& compressor() { return registry().get("compressor"); }
+
+// Whether the reference computing with `bug` writes other outputs than the right one on case `c`.
+bool bug_shows(const Case& c, int bug) {
+  const TensorMap inputs = compressor().make_inputs(c);
+  const TensorMap right = reference_outputs(compressor(), c, inputs, Poison::a);
+  const TensorMap buggy = reference_outputs(compressor(), c.with("ref_bug", std::to_string(bug)), inputs, Poison::a);
+  for (const auto& [name, expected] : right)
+    if (!compare_output(name, expected, Poison::a, buggy.at(name), Poison::a, OutputCheck{}).passed()) return true;
+  return false;
+}
+
+TEST(CompressorComponent, EveryBugIsCaughtByAVerifyCase) {
+  for (int bug = 1; bug <= 5; ++bug) {
+    int showing = 0;
+    for (const std::string& text : compressor().verify_cases) showing += bug_shows(parse_case(text), bug);
+    EXPECT_GT(showing, 0) << "ref_bug=" << bug << " changes no verify case's outputs";
+  }
+}
+
+TEST(CompressorComponent, ChunkedStateIsWhatTheEarlierStepLeft) {
+  // A request split into two steps: the second starts from the first's ring_out, and the entries of
+  // both together equal those of one prefill (the component's tensors, not only the reference's).
+  const Case whole = parse_case("compressor(ratio=4,dims=512,batch=1,tokens=13)", 5);
+  TensorMap inputs = compressor().make_inputs(whole);
+  const TensorMap one = reference_outputs(compressor(), whole, inputs, Poison::a);
+  TensorMap first_inputs = inputs, second_inputs = inputs;
+  first_inputs.at("extend_len").data<int32_t>()[0] = 6;
+  const TensorMap first = reference_outputs(compressor(), whole, first_inputs, Poison::a);
+  second_inputs.at("start").data<int32_t>()[0] = 6;
+  second_inputs.at("extend_len").data<int32_t>()[0] = 7;
+  const int64_t width = 1024;
+  for (int64_t i = 0; i < 7; ++i)
+    for (const char* name : {"kv", "score"}) {
+      float* x = second_inputs.at(name).data<float>();
+      std::copy(x + (6 + i) * width, x + (7 + i) * width, x + i * width);
+    }
+  int32_t* loc = second_inputs.at("out_loc").data<int32_t>();
+  std::copy(loc + 6, loc + 13, loc);
+  std::fill(loc + 7, loc + 13, 0);
+  const HostTensor& ring_out = first.at("ring_out");
+  HostTensor& ring = second_inputs.at("ring");
+  for (int64_t i = 0; i < ring.numel(); ++i)
+    if (ring_out.bits(i) != poison_bits(DType::f32, Poison::a)) ring.set_bits(i, ring_out.bits(i));
+  const TensorMap second = reference_outputs(compressor(), whole, second_inputs, Poison::a);
+  const HostTensor& a = first.at("pool");
+  const HostTensor& b = second.at("pool");
+  HostTensor merged = one.at("pool");
+  for (int64_t i = 0; i < merged.numel(); ++i)
+    merged.set_bits(i, a.bits(i) != poison_bits(DType::i32, Poison::a) ? a.bits(i) : b.bits(i));
+  EXPECT_TRUE(compare_output("pool", one.at("pool"), Poison::a, merged, Poison::a, OutputCheck{}).passed());
+}
+
+TEST(CompressorComponent, BadInputNamesTheField) {
+  EXPECT_THROW(compressor().make_inputs(parse_case("compressor(ratio=8)")), BadInput);
+  EXPECT_THROW(compressor().make_inputs(parse_case("compressor(ratio=128,dims=128)")), BadInput);
+  const Case c = parse_case("compressor(batch=2,tokens=4)");
+  TensorMap inputs = compressor().make_inputs(c);
+  inputs.at("ring_index").data<int32_t>()[1] = inputs.at("ring_index").data<int32_t>()[0];
+  try {
+    compressor().validate_inputs(c, inputs);
+    FAIL() << "a shared ring was accepted";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("ring_index[1]"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dsv4h
