@@ -50,7 +50,7 @@ Eigen::VectorXd finish_entry(const CompressorConfig& config, const std::vector<C
     for (int i = 0; i < d; ++i) {
       double s = 0;
       for (int k = 0; k < d; ++k) s += (__builtin_popcount(i & k) % 2 ? -entry(k) : entry(k));
-      rotated(i) = s / std::sqrt(double{d});
+      rotated(i) = s / std::sqrt(static_cast<double>(d));
     }
     entry = rotated;
   }

@@ -1,0 +1,308 @@
+// DeepSeek-V4's KV compressor step (spec 3.2, 4.3, 9.1): for every token of the step that completes
+// a block, the block's entry (softmax pooling per channel with ape, RMSNorm, rope at the block's
+// first position, for the indexer key a Hadamard rotation), packed into its pool slot; then the
+// ring rows of each request's last min(extend_len, R) tokens.
+//
+// Design:
+// - One block of 128 threads per entry (grid: the most entries a request can complete in the step,
+//   times the requests); thread t owns channels t, t + 128, ... (4 for d 512, 1 for d 128), so that
+//   each candidate row is read by consecutive threads at consecutive addresses. A position at or
+//   after the request's start is read from this step's kv / score rows (S = score + ape, one fp32
+//   addition as the state stores it); an earlier one from the request's ring, which holds [kv | S]
+//   of its latest R positions. Reading the step's rows directly, rather than writing them into the
+//   ring first, lets a prefill entry read each token once and keeps the state write out of the
+//   emission's way; the ring rows are written by a second kernel into `ring_out`.
+// - The arithmetic is fp64, as the reference's: the pooling (an online softmax), the RMSNorm, the
+//   rope angle and its sine and cosine (pos up to 2^24 times a frequency up to 1: fp32 would lose
+//   the angle's last bits), the rotation. The result is rounded to bf16 once (round to odd to
+//   fp32, then to nearest even, which is exact rounding), so the packed bytes equal the
+//   reference's except where an fp64 result lies within its ~1e-15 error of a bf16 rounding
+//   midpoint. The compressor reads 8 KB of fp32 a token (C4, d 512) and does ~30 fp64 operations a
+//   channel and candidate; on an H100 (67 TFLOP/s fp64) the fp64 work is about half the time of
+//   the reads at copy bandwidth.
+// - The pack (MODEL1: 7 tiles of 64 fp8 with ue8m0 scale bytes, 64 bf16 rope; indexer: 128 fp8
+//   and an fp32 power-of-two scale) uses the pool's own conversions (kv_pool_fp8.h), bit-exact with
+//   the CPU pack.
+// The rope frequencies (YaRN, spec 2.4) are computed on the host in fp64 and passed by value.
+//
+// Mutants (issue 29): COMPRESSOR_OVERLAP_HALF_MISSING, COMPRESSOR_ABSENT_HALF_ZERO_SCORE,
+// COMPRESSOR_ROPE_LAST_POSITION, COMPRESSOR_EMISSION_LATE, COMPRESSOR_CHUNK_STATE_DROPPED; NOOP
+// writes nothing.
+#include "compressor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "kv_pool_fp8.h"
+
+namespace dsv4h {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kMaxChannels = 512 / kThreads;
+constexpr int kRopePairs = 32;
+
+struct Params {
+  CompressorArgs a;
+  double freqs[kRopePairs];
+  int width, ring_rows, page_entries;
+  int64_t page_bytes;
+};
+
+#if defined(DSV4H_MUTANT_COMPRESSOR_EMISSION_LATE)
+constexpr int kLate = 1;
+#else
+constexpr int kLate = 0;
+#endif
+
+// One candidate (the token at `t`, the half `half` of its rows) into each owned channel's online
+// softmax: m the running maximum, z the sum of exp(S - m), acc the sum of exp(S - m) kv.
+__device__ __forceinline__ void add_candidate(const Params& p, int b, int start, int t, int half, int channels,
+                                              double (&m)[kMaxChannels], double (&z)[kMaxChannels],
+                                              double (&acc)[kMaxChannels]) {
+  const CompressorArgs& a = p.a;
+  const float *kv_row, *s_row, *ape_row = nullptr;
+  if (t >= start) {
+    const int64_t row = static_cast<int64_t>(b) * a.tokens + (t - start);
+    kv_row = a.kv + row * p.width;
+    s_row = a.score + row * p.width;
+    ape_row = a.ape + static_cast<int64_t>(t % a.ratio) * p.width;
+  } else {
+    const float* r = a.ring + (static_cast<int64_t>(a.ring_index[b]) * p.ring_rows + t % p.ring_rows) * 2 * p.width;
+    kv_row = r;
+    s_row = r + p.width;
+  }
+  const int offset = half * static_cast<int>(a.dims);
+  for (int c = 0; c < channels; ++c) {
+    const int k = offset + c * kThreads + static_cast<int>(threadIdx.x);
+    const float s32 = ape_row ? s_row[k] + ape_row[k] : s_row[k];  // the state's S: one fp32 addition
+    if (s32 == -INFINITY) continue;  // a clean state row: no weight (exp(-inf - -inf) would be NaN)
+    const double s = s32, v = kv_row[k];
+    if (s > m[c]) {
+      const double scale = exp(m[c] - s);  // exp(-inf) = 0 for the first candidate
+      z[c] = z[c] * scale + 1.0;
+      acc[c] = acc[c] * scale + v;
+      m[c] = s;
+    } else {
+      const double w = exp(s - m[c]);
+      z[c] += w;
+      acc[c] += w * v;
+    }
+  }
+}
+
+// x rounded once to bf16, to nearest even: x to fp32 rounding to odd (toward zero, then the last
+// bit set where inexact) keeps the sticky information a second rounding needs, so rounding that
+// fp32 to bf16 is the exact rounding of x.
+__device__ __forceinline__ uint16_t double_to_bf16(double x) {
+  float f = static_cast<float>(x);
+  if (fabs(static_cast<double>(f)) > fabs(x)) f = __uint_as_float(__float_as_uint(f) - 1u);
+  if (static_cast<double>(f) != x) f = __uint_as_float(__float_as_uint(f) | 1u);
+  return kv_fp8::float_to_bf16(f);
+}
+
+__global__ void __launch_bounds__(kThreads) compressor_emit(Params p) {
+  schedule_point();
+#if defined(DSV4H_MUTANT_NOOP)
+  if (p.width > 0) return;  // always, unknown to the compiler
+#endif
+  const CompressorArgs& a = p.a;
+  const int b = blockIdx.y;
+  const int start = a.start[b], n = a.extend_len[b], ratio = static_cast<int>(a.ratio);
+  // Entry j is emitted by the token at ratio j + ratio - 1 (one earlier in the late mutant).
+  const int j = (start + kLate) / ratio + static_cast<int>(blockIdx.x);
+  const int emitter = ratio * j + ratio - 1 - kLate;
+  if (n <= 0 || emitter >= start + n) return;
+  const int dims = static_cast<int>(a.dims), channels = dims / kThreads, tid = threadIdx.x;
+
+  double m[kMaxChannels], z[kMaxChannels], acc[kMaxChannels];
+  for (int c = 0; c < kMaxChannels; ++c) m[c] = -INFINITY, z[c] = 0, acc[c] = 0;
+  // A position before the start comes from the ring; one past the step's tokens (only the late
+  // mutant asks) is not there.
+  const auto present = [&](int t) {
+#if defined(DSV4H_MUTANT_COMPRESSOR_CHUNK_STATE_DROPPED)
+    if (start % ratio != 0 && t < start) return false;
+#endif
+    return t >= 0 && t < start + n;
+  };
+  if (ratio == 4) {
+#if !defined(DSV4H_MUTANT_COMPRESSOR_OVERLAP_HALF_MISSING)
+    for (int t = 4 * j - 4; t < 4 * j; ++t) {
+      if (present(t)) add_candidate(p, b, start, t, 0, channels, m, z, acc);
+#if defined(DSV4H_MUTANT_COMPRESSOR_ABSENT_HALF_ZERO_SCORE)
+      else if (t < 0)  // kv 0 with score 0
+        for (int c = 0; c < channels; ++c) {
+          const double mn = fmax(m[c], 0.0);
+          z[c] = z[c] * exp(m[c] - mn) + exp(-mn);
+          acc[c] *= exp(m[c] - mn);
+          m[c] = mn;
+        }
+#endif
+    }
+#endif
+    for (int t = 4 * j; t < 4 * j + 4; ++t)
+      if (present(t)) add_candidate(p, b, start, t, 1, channels, m, z, acc);
+  } else {
+    for (int t = ratio * j; t < ratio * j + ratio; ++t)
+      if (present(t)) add_candidate(p, b, start, t, 0, channels, m, z, acc);
+  }
+
+  __shared__ double values[512];
+  __shared__ double partial[kThreads];
+  __shared__ uint16_t bf16[512];
+  __shared__ int exponents[8];
+  double y[kMaxChannels];
+  double squares = 0;
+  for (int c = 0; c < channels; ++c) {
+    y[c] = acc[c] / z[c];
+    squares += y[c] * y[c];
+  }
+  partial[tid] = squares;
+  sync_block();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (tid < half) partial[tid] += partial[tid + half];
+    sync_block();
+  }
+  const double rms = sqrt(partial[0] / dims + 1e-6);
+  for (int c = 0; c < channels; ++c) {
+    const int k = c * kThreads + tid;
+    y[c] = y[c] * static_cast<double>(a.norm_weight[k]) / rms;
+    values[k] = y[c];
+  }
+  sync_block();
+#if defined(DSV4H_MUTANT_COMPRESSOR_ROPE_LAST_POSITION)
+  const double position = static_cast<double>(ratio) * j + ratio - 1;
+#else
+  const double position = static_cast<double>(ratio) * j;
+#endif
+  for (int c = 0; c < channels; ++c) {
+    const int k = c * kThreads + tid;
+    if (k < dims - 2 * kRopePairs) continue;
+    const int pair = (k - (dims - 2 * kRopePairs)) / 2, even = k & ~1;
+    double sine, cosine;
+    sincos(position * p.freqs[pair], &sine, &cosine);
+    const double re = values[even], im = values[even + 1];
+    y[c] = k == even ? re * cosine - im * sine : re * sine + im * cosine;
+  }
+  if (dims == 128) {  // hadamard128(y) / sqrt(128), as butterflies in shared memory
+    sync_block();
+    values[tid] = y[0];
+    for (int h = 1; h < 128; h *= 2) {
+      sync_block();
+      if (tid < 64) {
+        const int i = tid / h * 2 * h + tid % h;
+        const double u = values[i], v = values[i + h];
+        values[i] = u + v, values[i + h] = u - v;
+      }
+    }
+    sync_block();
+    y[0] = values[tid] / sqrt(128.0);
+  }
+  for (int c = 0; c < channels; ++c) bf16[c * kThreads + tid] = double_to_bf16(y[c]);
+  sync_block();
+
+  const int slot = a.out_loc[static_cast<int64_t>(b) * a.tokens + (emitter - start)];
+  uint8_t* page = a.pool + static_cast<int64_t>(slot / p.page_entries) * p.page_bytes;
+  const int e = slot % p.page_entries;
+  if (dims == 512) {
+    if (tid < 7) {
+      float amax = 0;
+      for (int i = 0; i < 64; ++i) amax = fmaxf(amax, fabsf(kv_fp8::bf16_to_float(bf16[64 * tid + i])));
+      exponents[tid] = kv_fp8::scale_exponent(amax, -13);
+    }
+    sync_block();
+    uint8_t* data = page + e * 576;
+    for (int c = 0; c < channels; ++c) {
+      const int k = c * kThreads + tid;
+      if (k < 448) {
+        data[k] = kv_fp8::fp8_e4m3_rn(kv_fp8::bf16_to_float(bf16[k]) * kv_fp8::exp2i(-exponents[k / 64]));
+      } else {
+        data[448 + 2 * (k - 448)] = static_cast<uint8_t>(bf16[k]);
+        data[448 + 2 * (k - 448) + 1] = static_cast<uint8_t>(bf16[k] >> 8);
+      }
+    }
+    if (tid < 8) page[p.page_entries * 576 + e * 8 + tid] = tid < 7 ? static_cast<uint8_t>(exponents[tid] + 127) : 0;
+  } else {
+    if (tid == 0) {
+      float amax = 0;
+      for (int i = 0; i < 128; ++i) amax = fmaxf(amax, fabsf(kv_fp8::bf16_to_float(bf16[i])));
+      exponents[0] = kv_fp8::scale_exponent(amax, -22);
+    }
+    sync_block();
+    page[e * 128 + tid] = kv_fp8::fp8_e4m3_rn(kv_fp8::bf16_to_float(bf16[tid]) * kv_fp8::exp2i(-exponents[0]));
+    if (tid == 0) *reinterpret_cast<float*>(page + p.page_entries * 128 + e * 4) = kv_fp8::exp2i(exponents[0]);
+  }
+}
+
+// Block (i, b) writes request b's ring row of the step's token i-th from the end, i < min(n, R):
+// [kv | score + ape] as the state machine keeps them.
+__global__ void __launch_bounds__(kThreads) compressor_ring(Params p) {
+  schedule_point();
+#if defined(DSV4H_MUTANT_NOOP)
+  if (p.width > 0) return;
+#endif
+  const CompressorArgs& a = p.a;
+  const int b = blockIdx.y, i = blockIdx.x;
+  const int start = a.start[b], n = a.extend_len[b];
+  if (i >= n) return;
+  const int t = start + n - 1 - i;
+  const int64_t row = static_cast<int64_t>(b) * a.tokens + (t - start);
+  float* out = a.ring_out + (static_cast<int64_t>(a.ring_index[b]) * p.ring_rows + t % p.ring_rows) * 2 * p.width;
+  const float* ape = a.ape + static_cast<int64_t>(t % a.ratio) * p.width;
+  for (int k = threadIdx.x; k < p.width; k += kThreads) {
+    out[k] = a.kv[row * p.width + k];
+    out[p.width + k] = a.score[row * p.width + k] + ape[k];
+  }
+}
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument("launch_compressor: " + what);
+}
+
+// The YaRN table of compressed layers (spec 2.4): base 1.6e5, factor 16 over an original 65536
+// positions, beta_fast 32, beta_slow 1; pairs below the correction range keep their frequency, those
+// above are divided by 16, a linear ramp between.
+void yarn_frequencies(double (&freqs)[kRopePairs]) {
+  const double base = 160000, pi = 3.14159265358979323846;
+  const auto correction = [&](double rotations) {
+    return 2 * kRopePairs * std::log(65536 / (rotations * 2 * pi)) / (2 * std::log(base));
+  };
+  const double low = std::fmax(std::floor(correction(32)), 0);
+  double high = std::fmin(std::ceil(correction(1)), 2 * kRopePairs - 1);
+  if (high == low) high += 0.001;
+  for (int i = 0; i < kRopePairs; ++i) {
+    const double f = std::pow(base, -2.0 * i / (2 * kRopePairs));
+    const double ramp = std::fmin(std::fmax((i - low) / (high - low), 0.0), 1.0);
+    freqs[i] = f / 16 * ramp + f * (1 - ramp);
+  }
+}
+
+}  // namespace
+
+void launch_compressor(const CompressorArgs& args, hipStream_t stream) {
+  require(args.ratio == 4 || args.ratio == 128, "ratio must be 4 or 128, got " + std::to_string(args.ratio));
+  require(args.dims == 512 || (args.dims == 128 && args.ratio == 4), "dims must be 512, or 128 with ratio 4");
+  require(args.batch >= 1 && args.batch <= 65535, "batch must be in [1, 65535]");
+  require(args.tokens >= 1 && args.tokens <= (1 << 24), "tokens must be in [1, 2^24]");
+  require(args.pool_slots >= 1 && args.pool_slots < (int64_t{1} << 31), "pool_slots must be in [1, 2^31)");
+  require(args.kv && args.score && args.ape && args.norm_weight && args.ring && args.start && args.extend_len &&
+              args.ring_index && args.out_loc && args.pool && args.ring_out,
+          "null device pointer");
+  Params p;
+  p.a = args;
+  yarn_frequencies(p.freqs);
+  p.width = static_cast<int>((args.ratio == 4 ? 2 : 1) * args.dims);
+  p.ring_rows = args.ratio == 4 ? 8 : 128;
+  p.page_entries = args.dims == 128 || args.ratio == 4 ? 64 : 2;
+  p.page_bytes = args.dims == 128 ? p.page_entries * 132 : (p.page_entries * 584 + 575) / 576 * 576;
+  // A request completes at most tokens / ratio + 1 blocks in a step (late: one more can start).
+  const dim3 emit_grid(static_cast<unsigned>(args.tokens / args.ratio + 1 + kLate), static_cast<unsigned>(args.batch));
+  compressor_emit<<<emit_grid, kThreads, 0, stream>>>(p);
+  DSV4H_LAUNCH_CHECK("compressor_emit");
+  const dim3 ring_grid(static_cast<unsigned>(std::min<int64_t>(args.tokens, p.ring_rows)), static_cast<unsigned>(args.batch));
+  compressor_ring<<<ring_grid, kThreads, 0, stream>>>(p);
+  DSV4H_LAUNCH_CHECK("compressor_ring");
+}
+
+}  // namespace dsv4h
