@@ -4,9 +4,11 @@
 // ring rows of each request's last min(extend_len, R) tokens.
 //
 // Design:
-// - One block of 128 threads per entry (grid: the most entries a request can complete in the step,
-//   times the requests); thread t owns channels t, t + 128, ... (4 for d 512, 1 for d 128), so that
-//   each candidate row is read by consecutive threads at consecutive addresses. A position at or
+// - One block of d threads per entry (grid: the most entries a request can complete in the step,
+//   times the requests); thread k owns channel k, so that each candidate row is read by consecutive
+//   threads at consecutive addresses, and a thread's chain of fp64 exponentials is as short as the
+//   candidates (8 or 128): at 8K tokens a C128 prefill has only 64 entries, and with 128 threads
+//   an entry each thread's chain would be four times longer. A position at or
 //   after the request's start is read from this step's kv / score rows (S = score + ape, one fp32
 //   addition as the state stores it); an earlier one from the request's ring, which holds [kv | S]
 //   of its latest R positions. Reading the step's rows directly, rather than writing them into the
@@ -39,8 +41,8 @@
 namespace dsv4h {
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kMaxChannels = 512 / kThreads;
+constexpr int kMaxThreads = 512;  // the emission's block: one thread a channel
+constexpr int kThreads = 128;     // the ring rows' block
 constexpr int kRopePairs = 32;
 
 struct Params {
@@ -56,38 +58,60 @@ constexpr int kLate = 1;
 constexpr int kLate = 0;
 #endif
 
-// One candidate (the token at `t`, the half `half` of its rows) into each owned channel's online
-// softmax: m the running maximum, z the sum of exp(S - m), acc the sum of exp(S - m) kv.
-__device__ __forceinline__ void add_candidate(const Params& p, int b, int start, int t, int half, int channels,
-                                              double (&m)[kMaxChannels], double (&z)[kMaxChannels],
-                                              double (&acc)[kMaxChannels]) {
+// This thread's channel of candidate `t` (the half `half` of its rows): S and kv. A position at or
+// after the step's start is in this step's rows (S = score + ape, one fp32 addition as the state
+// stores it), an earlier one in the request's ring; an absent one (before 0, or past the step's
+// tokens, which only the late mutant asks for) has S = -inf.
+__device__ __forceinline__ void load_candidate(const Params& p, int b, int start, int n, int t, int half, float& s,
+                                               float& v) {
   const CompressorArgs& a = p.a;
-  const float *kv_row, *s_row, *ape_row = nullptr;
-  if (t >= start) {
+  const int k = half * static_cast<int>(a.dims) + static_cast<int>(threadIdx.x);
+  bool present = t >= 0 && t < start + n;
+#if defined(DSV4H_MUTANT_COMPRESSOR_CHUNK_STATE_DROPPED)
+  present = present && !(start % a.ratio != 0 && t < start);
+#endif
+  if (!present) {
+#if defined(DSV4H_MUTANT_COMPRESSOR_ABSENT_HALF_ZERO_SCORE)
+    s = t < 0 ? 0.f : -INFINITY, v = 0.f;  // kv 0 with score 0 instead of -inf
+#else
+    s = -INFINITY, v = 0.f;
+#endif
+  } else if (t >= start) {
     const int64_t row = static_cast<int64_t>(b) * a.tokens + (t - start);
-    kv_row = a.kv + row * p.width;
-    s_row = a.score + row * p.width;
-    ape_row = a.ape + static_cast<int64_t>(t % a.ratio) * p.width;
+    v = a.kv[row * p.width + k];
+    s = a.score[row * p.width + k] + a.ape[static_cast<int64_t>(t % a.ratio) * p.width + k];
   } else {
     const float* r = a.ring + (static_cast<int64_t>(a.ring_index[b]) * p.ring_rows + t % p.ring_rows) * 2 * p.width;
-    kv_row = r;
-    s_row = r + p.width;
+    v = r[k];
+    s = r[p.width + k];
   }
-  const int offset = half * static_cast<int>(a.dims);
-  for (int c = 0; c < channels; ++c) {
-    const int k = offset + c * kThreads + static_cast<int>(threadIdx.x);
-    const float s32 = ape_row ? s_row[k] + ape_row[k] : s_row[k];  // the state's S: one fp32 addition
-    if (s32 == -INFINITY) continue;  // a clean state row: no weight (exp(-inf - -inf) would be NaN)
-    const double s = s32, v = kv_row[k];
-    if (s > m[c]) {
-      const double scale = exp(m[c] - s);  // exp(-inf) = 0 for the first candidate
-      z[c] = z[c] * scale + 1.0;
-      acc[c] = acc[c] * scale + v;
-      m[c] = s;
-    } else {
-      const double w = exp(s - m[c]);
-      z[c] += w;
-      acc[c] += w * v;
+}
+
+// The candidates first .. first + count - 1 into the channel's online softmax (m the running
+// maximum, z the sum of exp(S - m), acc the sum of exp(S - m) kv), kChunk at a time: the chunk's
+// loads are all issued before the first is used, so that a C128 entry (128 candidates) waits on
+// memory 128 / kChunk times rather than 128.
+template <int kChunk>
+__device__ __forceinline__ void pool_candidates(const Params& p, int b, int start, int n, int first, int count, int half,
+                                                double& m, double& z, double& acc) {
+  for (int t0 = first; t0 < first + count; t0 += kChunk) {
+    float s[kChunk], v[kChunk];
+#pragma unroll
+    for (int u = 0; u < kChunk; ++u) load_candidate(p, b, start, n, t0 + u, half, s[u], v[u]);
+#pragma unroll
+    for (int u = 0; u < kChunk; ++u) {
+      if (s[u] == -INFINITY) continue;  // absent, or a clean state row: no weight
+      const double sd = s[u], vd = v[u];
+      if (sd > m) {
+        const double scale = exp(m - sd);  // exp(-inf) = 0 for the first candidate
+        z = z * scale + 1.0;
+        acc = acc * scale + vd;
+        m = sd;
+      } else {
+        const double w = exp(sd - m);
+        z += w;
+        acc += w * vd;
+      }
     }
   }
 }
@@ -102,7 +126,8 @@ __device__ __forceinline__ uint16_t double_to_bf16(double x) {
   return kv_fp8::float_to_bf16(f);
 }
 
-__global__ void __launch_bounds__(kThreads) compressor_emit(Params p) {
+// Launched with d threads: thread k owns channel k.
+__global__ void __launch_bounds__(kMaxThreads) compressor_emit(Params p) {
   schedule_point();
 #if defined(DSV4H_MUTANT_NOOP)
   if (p.width > 0) return;  // always, unknown to the compiler
@@ -114,80 +139,48 @@ __global__ void __launch_bounds__(kThreads) compressor_emit(Params p) {
   const int j = (start + kLate) / ratio + static_cast<int>(blockIdx.x);
   const int emitter = ratio * j + ratio - 1 - kLate;
   if (n <= 0 || emitter >= start + n) return;
-  const int dims = static_cast<int>(a.dims), channels = dims / kThreads, tid = threadIdx.x;
+  const int dims = static_cast<int>(a.dims), tid = threadIdx.x;
 
-  double m[kMaxChannels], z[kMaxChannels], acc[kMaxChannels];
-  for (int c = 0; c < kMaxChannels; ++c) m[c] = -INFINITY, z[c] = 0, acc[c] = 0;
-  // A position before the start comes from the ring; one past the step's tokens (only the late
-  // mutant asks) is not there.
-  const auto present = [&](int t) {
-#if defined(DSV4H_MUTANT_COMPRESSOR_CHUNK_STATE_DROPPED)
-    if (start % ratio != 0 && t < start) return false;
-#endif
-    return t >= 0 && t < start + n;
-  };
+  double m = -INFINITY, z = 0, acc = 0;
   if (ratio == 4) {
 #if !defined(DSV4H_MUTANT_COMPRESSOR_OVERLAP_HALF_MISSING)
-    for (int t = 4 * j - 4; t < 4 * j; ++t) {
-      if (present(t)) add_candidate(p, b, start, t, 0, channels, m, z, acc);
-#if defined(DSV4H_MUTANT_COMPRESSOR_ABSENT_HALF_ZERO_SCORE)
-      else if (t < 0)  // kv 0 with score 0
-        for (int c = 0; c < channels; ++c) {
-          const double mn = fmax(m[c], 0.0);
-          z[c] = z[c] * exp(m[c] - mn) + exp(-mn);
-          acc[c] *= exp(m[c] - mn);
-          m[c] = mn;
-        }
+    pool_candidates<4>(p, b, start, n, 4 * j - 4, 4, 0, m, z, acc);  // block j - 1's Ca half
 #endif
-    }
-#endif
-    for (int t = 4 * j; t < 4 * j + 4; ++t)
-      if (present(t)) add_candidate(p, b, start, t, 1, channels, m, z, acc);
+    pool_candidates<4>(p, b, start, n, 4 * j, 4, 1, m, z, acc);  // block j's Cb half
   } else {
-    for (int t = ratio * j; t < ratio * j + ratio; ++t)
-      if (present(t)) add_candidate(p, b, start, t, 0, channels, m, z, acc);
+    pool_candidates<16>(p, b, start, n, ratio * j, ratio, 0, m, z, acc);
   }
 
-  __shared__ double values[512];
-  __shared__ double partial[kThreads];
-  __shared__ uint16_t bf16[512];
+  __shared__ double values[kMaxThreads];
+  __shared__ uint16_t bf16[kMaxThreads];
   __shared__ int exponents[8];
-  double y[kMaxChannels];
-  double squares = 0;
-  for (int c = 0; c < channels; ++c) {
-    y[c] = acc[c] / z[c];
-    squares += y[c] * y[c];
-  }
-  partial[tid] = squares;
+  double y = acc / z;
+  values[tid] = y * y;
   sync_block();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (tid < half) partial[tid] += partial[tid + half];
+  for (int half = dims / 2; half > 0; half /= 2) {
+    if (tid < half) values[tid] += values[tid + half];
     sync_block();
   }
-  const double rms = sqrt(partial[0] / dims + 1e-6);
-  for (int c = 0; c < channels; ++c) {
-    const int k = c * kThreads + tid;
-    y[c] = y[c] * static_cast<double>(a.norm_weight[k]) / rms;
-    values[k] = y[c];
-  }
+  const double rms = sqrt(values[0] / dims + 1e-6);
+  sync_block();
+  y = y * static_cast<double>(a.norm_weight[tid]) / rms;
+  values[tid] = y;
   sync_block();
 #if defined(DSV4H_MUTANT_COMPRESSOR_ROPE_LAST_POSITION)
   const double position = static_cast<double>(ratio) * j + ratio - 1;
 #else
   const double position = static_cast<double>(ratio) * j;
 #endif
-  for (int c = 0; c < channels; ++c) {
-    const int k = c * kThreads + tid;
-    if (k < dims - 2 * kRopePairs) continue;
-    const int pair = (k - (dims - 2 * kRopePairs)) / 2, even = k & ~1;
+  if (tid >= dims - 2 * kRopePairs) {
+    const int pair = (tid - (dims - 2 * kRopePairs)) / 2, even = tid & ~1;
     double sine, cosine;
     sincos(position * p.freqs[pair], &sine, &cosine);
     const double re = values[even], im = values[even + 1];
-    y[c] = k == even ? re * cosine - im * sine : re * sine + im * cosine;
+    y = tid == even ? re * cosine - im * sine : re * sine + im * cosine;
   }
   if (dims == 128) {  // hadamard128(y) / sqrt(128), as butterflies in shared memory
     sync_block();
-    values[tid] = y[0];
+    values[tid] = y;
     for (int h = 1; h < 128; h *= 2) {
       sync_block();
       if (tid < 64) {
@@ -197,9 +190,9 @@ __global__ void __launch_bounds__(kThreads) compressor_emit(Params p) {
       }
     }
     sync_block();
-    y[0] = values[tid] / sqrt(128.0);
+    y = values[tid] / sqrt(128.0);
   }
-  for (int c = 0; c < channels; ++c) bf16[c * kThreads + tid] = double_to_bf16(y[c]);
+  bf16[tid] = double_to_bf16(y);
   sync_block();
 
   const int slot = a.out_loc[static_cast<int64_t>(b) * a.tokens + (emitter - start)];
@@ -213,14 +206,11 @@ __global__ void __launch_bounds__(kThreads) compressor_emit(Params p) {
     }
     sync_block();
     uint8_t* data = page + e * 576;
-    for (int c = 0; c < channels; ++c) {
-      const int k = c * kThreads + tid;
-      if (k < 448) {
-        data[k] = kv_fp8::fp8_e4m3_rn(kv_fp8::bf16_to_float(bf16[k]) * kv_fp8::exp2i(-exponents[k / 64]));
-      } else {
-        data[448 + 2 * (k - 448)] = static_cast<uint8_t>(bf16[k]);
-        data[448 + 2 * (k - 448) + 1] = static_cast<uint8_t>(bf16[k] >> 8);
-      }
+    if (tid < 448) {
+      data[tid] = kv_fp8::fp8_e4m3_rn(kv_fp8::bf16_to_float(bf16[tid]) * kv_fp8::exp2i(-exponents[tid / 64]));
+    } else {
+      data[448 + 2 * (tid - 448)] = static_cast<uint8_t>(bf16[tid]);
+      data[448 + 2 * (tid - 448) + 1] = static_cast<uint8_t>(bf16[tid] >> 8);
     }
     if (tid < 8) page[p.page_entries * 576 + e * 8 + tid] = tid < 7 ? static_cast<uint8_t>(exponents[tid] + 127) : 0;
   } else {
@@ -298,7 +288,7 @@ void launch_compressor(const CompressorArgs& args, hipStream_t stream) {
   p.page_bytes = args.dims == 128 ? p.page_entries * 132 : (p.page_entries * 584 + 575) / 576 * 576;
   // A request completes at most tokens / ratio + 1 blocks in a step (late: one more can start).
   const dim3 emit_grid(static_cast<unsigned>(args.tokens / args.ratio + 1 + kLate), static_cast<unsigned>(args.batch));
-  compressor_emit<<<emit_grid, kThreads, 0, stream>>>(p);
+  compressor_emit<<<emit_grid, static_cast<unsigned>(args.dims), 0, stream>>>(p);
   DSV4H_LAUNCH_CHECK("compressor_emit");
   const dim3 ring_grid(static_cast<unsigned>(std::min<int64_t>(args.tokens, p.ring_rows)), static_cast<unsigned>(args.batch));
   compressor_ring<<<ring_grid, kThreads, 0, stream>>>(p);

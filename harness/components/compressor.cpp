@@ -348,7 +348,7 @@ Component compressor_component() {
       DSV4H_MUTANT(compressor_emission_late, "compressor.hip", "emission when (seq_len + 1) % ratio == 0"),
       DSV4H_MUTANT(compressor_chunk_state_dropped, "compressor.hip", "a chunk starting inside a block ignores the carried state"),
   };
-  d.gpu_tests = "";
+  d.gpu_tests = "CompressorGpu.*";
   d.bench_binary = "bench_compressor";
   // Issue 29's goals (ci/goals.py): prefill against the copy of the same bytes, decode against the
   // dependent-load floor of its chain, every shape ahead of every peer (tests/peers/compressor.py).

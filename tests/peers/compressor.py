@@ -178,8 +178,7 @@ def entry_kernel(kv, s, s_offset, row_stride, index, half_of, positions, slots, 
     tl.store(rope_ptr + 2 * rope_pair, b_even, mask=is_rope)
     tl.store(rope_ptr + 2 * rope_pair + 1, b_odd, mask=is_rope)
     tiles = tl.arange(0, D_ // 64)
-    tl.store(page + PAGE * 576 + t * 8 + tiles, (exponent + 127).to(tl.uint8), mask=tiles < 7)
-    tl.store(page + PAGE * 576 + t * 8 + 7, tl.zeros([], tl.uint8))
+    tl.store(page + PAGE * 576 + t * 8 + tiles, tl.where(tiles < 7, exponent + 127, 0).to(tl.uint8))  # 7 scales, a pad
 
 
 def triton_entries(kv, s, s_offset, row_stride, index, half_of, positions, slots, norm_weight, freqs, pool, ratio):
