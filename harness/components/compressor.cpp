@@ -19,6 +19,7 @@
 // elements); from there the fp8 pack is bit-exact by construction (kernels/kv_pool_fp8.h).
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -288,6 +289,12 @@ WorkCount work(const CompressorCase& c, const TensorMap& inputs) {
   return {bytes, flops};
 }
 
+// Both outputs are exact: the pool as argued at the top; the ring rows are copies and one fp32
+// addition (score + ape), which both sides round alike.
+std::map<std::string, OutputCheck> checks(const CompressorCase&) {
+  return {{"pool", OutputCheck{}}, {"ring_out", OutputCheck{}}};
+}
+
 #if DSV4H_GPU_LAYER
 void launch(const CompressorCase& c, const DeviceTensorMap& inputs, DeviceTensorMap& outputs, void* stream) {
   const Sizes s = sizes_of(c);
@@ -374,6 +381,7 @@ Component compressor_component() {
   d.reference = run_reference;
   d.pad_batch = pad_batch;
   d.work = work;
+  d.checks = checks;
 #if DSV4H_GPU_LAYER
   d.gpu = launch;
 #endif
