@@ -19,9 +19,11 @@
 //   the angle's last bits), the rotation. The result is rounded to bf16 once (round to odd to
 //   fp32, then to nearest even, which is exact rounding), so the packed bytes equal the
 //   reference's except where an fp64 result lies within its ~1e-15 error of a bf16 rounding
-//   midpoint. The compressor reads 8 KB of fp32 a token (C4, d 512) and does ~30 fp64 operations a
-//   channel and candidate; on an H100 (67 TFLOP/s fp64) the fp64 work is about half the time of
-//   the reads at copy bandwidth.
+//   midpoint. The cost: a C4 token (d 512) is 8 KB of fp32 read, 2.4 ns at 3.35 TB/s, and 1024
+//   channel-candidates of ~30 fp64 operations (the exponential most), 0.9 ns at the H100's 34
+//   TFLOP/s of vector fp64: the arithmetic fits under the reads only if it overlaps them well,
+//   which the benchmark (not yet run) must show; the fallback is fp32 pooling with an fp64
+//   finish, at the price of the pool check's exactness.
 // - The pack (MODEL1: 7 tiles of 64 fp8 with ue8m0 scale bytes, 64 bf16 rope; indexer: 128 fp8
 //   and an fp32 power-of-two scale) uses the pool's own conversions (kv_pool_fp8.h), bit-exact with
 //   the CPU pack.
