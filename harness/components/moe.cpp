@@ -298,10 +298,10 @@ Component moe_component() {
       "moe(tokens=37,hidden=256,inter=64,experts=8,topk=2,ranks=4,rank=2)",
       "moe(tokens=37,hidden=256,inter=64,experts=8,topk=2,ranks=8,rank=0)",
       "moe(tokens=37,hidden=256,inter=64,experts=8,topk=2,ranks=8,rank=7)",
-      // M * k < E + 1 (spec 8.4's small-batch branch), one token, and no token at all.
+      // M * k < E + 1 (spec 8.4's small-batch branch) and one token. (No token at all is the CPU
+      // test's: a case that compares nothing would pass the noop mutant.)
       "moe(tokens=1,hidden=64,inter=32,experts=8,topk=2,ranks=1,rank=0)",
       "moe(tokens=3,hidden=64,inter=32,experts=16,topk=4,ranks=4,rank=1)",
-      "moe(tokens=0,hidden=64,inter=32,experts=8,topk=2,ranks=2,rank=1)",
       // Sizes off every tile (64 columns, 32 lanes, the activation's 8-wide vectors), six experts
       // per token as DeepSeek-V4 routes, many padded tokens.
       "moe(tokens=129,hidden=200,inter=40,experts=16,topk=6,ranks=2,rank=1,route_scale=2.5,padded=0.3)",

@@ -236,6 +236,9 @@ int run(int argc, char** argv) {
     const pid_t pid = fork();
     if (pid < 0) throw std::runtime_error("fork failed");
     if (pid == 0) {
+      // Only rank 0 keeps the write ends: a rank waiting for the id then sees rank 0's death as EOF.
+      if (r != 0)
+        for (int fd : write_fds) close(fd);
       int status = 1;
       try {
         status = run_rank(s, r, read_fds[r], r == 0 ? write_fds : std::vector<int>{});
