@@ -12,7 +12,15 @@ namespace dsv4h {
 
 struct OutputCheck;  // output_check.h: a class, a comparator and the accumulation length K
 
-enum class ToleranceClass { exact, bf16_rounded_once, fp32_rounded_once, fp32_accumulated, fp8_quantised, fp32_lse };
+enum class ToleranceClass {
+  exact,
+  bf16_rounded_once,
+  fp32_rounded_once,
+  fp32_accumulated,
+  fp8_quantised,
+  fp32_lse,
+  fp32_over_bf16_stage,
+};
 
 struct ToleranceSpec {
   ToleranceClass id;

@@ -160,6 +160,19 @@ __device__ __forceinline__ float max_over_lanes(float value, int width) {
   }
   return value;
 }
+
+// The sum of `value` over each aligned group of `width` lanes (a power of two up to 32), in every
+// lane of the group, as a butterfly: the same order on every run. Every lane of the warp must call it.
+__device__ __forceinline__ float sum_over_lanes(float value, int width) {
+  for (int offset = width / 2; offset > 0; offset /= 2) {
+#if defined(DSV4H_GPU_NVIDIA)
+    value += __shfl_xor_sync(0xffffffffu, value, offset, width);
+#else
+    value += __shfl_xor(value, offset, width);
+#endif
+  }
+  return value;
+}
 #endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__)

@@ -1,0 +1,194 @@
+// The MoE reference (reference/moe.h, harness/components/moe.cpp) on the CPU: the ranks' partials
+// add up to the unpartitioned output, filtered rows are exactly zero, the expert-group tokens are
+// all-local on one rank and all-filtered on the others; and the device's arithmetic, replayed on the
+// CPU in fp32 (lane-strided fmas and a butterfly, bf16 stores), passes every verify case under the
+// descriptor's tolerances, while each mutant's math fails at least one verify case.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "harness/compare.h"
+#include "harness/component.h"
+#include "harness/dtype.h"
+#include "harness/errors.h"
+#include "harness/verify.h"
+
+namespace dsv4h {
+namespace {
+
+enum class Variant { right, down_reads_filtered, route_scale_twice, global_id_as_local };
+
+const Component& moe() { return registry().get("moe"); }
+
+Case moe_case(const std::string& text, uint64_t seed = 3) { return parse_case(text, seed); }
+
+// One output column as the GEMM kernels sum it: 32 lanes striding over the row with fp32 fmas, then
+// a butterfly over the lanes (kernels/moe_gate_up.hip, moe_down.hip).
+float lane_dot(const std::vector<float>& x, const HostTensor& w, int64_t offset) {
+  float lanes[32] = {};
+  for (int64_t h = 0; h < static_cast<int64_t>(x.size()); ++h)
+    lanes[h % 32] = std::fmaf(x[h], static_cast<float>(w.get(offset + h)), lanes[h % 32]);
+  for (int width = 16; width > 0; width /= 2) {
+    float next[32];
+    for (int l = 0; l < 32; ++l) next[l] = lanes[l] + lanes[l ^ width];
+    std::copy(next, next + 32, lanes);
+  }
+  return lanes[0];
+}
+
+float swiglu(float g, float u) {
+  g = g > 10.f ? 10.f : g;
+  u = u > 10.f ? 10.f : (u < -10.f ? -10.f : u);
+  return g / (1.f + std::exp(-g)) * u;
+}
+
+// The GPU path's outputs as the kernels compute them, over outputs poisoned with Poison::a.
+TensorMap device_replay(const Case& c, const TensorMap& in, Variant variant) {
+  const int64_t M = c.integer("tokens"), H = c.integer("hidden"), I = c.integer("inter"), k = c.integer("topk");
+  const int64_t local_experts = c.integer("experts") / c.integer("ranks"), first = c.integer("rank") * local_experts;
+  const float scale = static_cast<float>(c.real("route_scale"));
+  TensorMap out = checked_outputs(moe(), c, in);
+  fill_poison(out, Poison::a);
+  for (int64_t row = 0; row < M * k; ++row) {
+    const int64_t id = in.at("topk_ids").data<int32_t>()[row];
+    const bool local = id >= first && id < first + local_experts;
+    const int64_t index = variant == Variant::global_id_as_local ? std::min(id, local_experts - 1) : id - first;
+    const int32_t e = local ? static_cast<int32_t>(index) : -1;
+    out.at("local_ids").data<int32_t>()[row] = e;
+    std::vector<float> x(H), a(I);
+    for (int64_t h = 0; h < H; ++h) x[h] = static_cast<float>(in.at("hidden").get((row / k) * H + h));
+    for (int64_t n = 0; n < 2 * I; ++n)
+      out.at("gate_up").set(row * 2 * I + n, e < 0 ? 0.0 : lane_dot(x, in.at("gate_up_weights"), ((first + e) * 2 * I + n) * H));
+    if (e >= 0)
+      for (int64_t i = 0; i < I; ++i)
+        out.at("act").set(row * I + i, swiglu(static_cast<float>(out.at("gate_up").get(row * 2 * I + i)),
+                                              static_cast<float>(out.at("gate_up").get(row * 2 * I + I + i))));
+    const int32_t down_expert = e < 0 && variant == Variant::down_reads_filtered ? 0 : e;
+    for (int64_t i = 0; i < I; ++i) a[i] = static_cast<float>(out.at("act").get(row * I + i));
+    const float w = static_cast<float>(in.at("topk_weights").get(row));
+    for (int64_t h = 0; h < H; ++h)
+      out.at("down").set(row * H + h, down_expert < 0 ? 0.0 : w * lane_dot(a, in.at("down_weights"), ((first + down_expert) * H + h) * I));
+  }
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t h = 0; h < H; ++h) {
+      float sum = 0.f;
+      for (int64_t s = 0; s < k; ++s) sum += static_cast<float>(out.at("down").get((m * k + s) * H + h));
+      if (variant == Variant::route_scale_twice) sum *= scale;
+      out.at("out").set(m * H + h, scale * sum);
+    }
+  return out;
+}
+
+// Whether every output of the replay passes the descriptor's checks; the largest budget used.
+bool replay_passes(const Case& c, Variant variant, double* budget = nullptr, std::string* failures = nullptr) {
+  const TensorMap in = moe().make_inputs(c);
+  const TensorMap expected = reference_outputs(moe(), c, in, Poison::a);
+  const TensorMap got = device_replay(c, in, variant);
+  bool passed = true;
+  for (const auto& [name, e] : expected) {
+    const OutputComparison r = compare_output(name, e, Poison::a, got.at(name), Poison::a,
+                                              output_check(moe(), c, name, e.dtype()));
+    if (budget) *budget = std::max(*budget, r.budget_used);
+    if (!r.passed() && failures) *failures += r.summary() + "\n";
+    passed = passed && r.passed();
+  }
+  return passed;
+}
+
+TEST(MoeReference, RanksPartialsAddUpToTheUnpartitionedOutput) {
+  for (int64_t ranks : {2, 4, 8}) {
+    const std::string sizes = "moe(tokens=45,hidden=48,inter=24,experts=16,topk=4,padded=0.2,ranks=";
+    const Case whole = moe_case(sizes + "1,rank=0)");
+    const TensorMap in = moe().make_inputs(whole);
+    const TensorMap expected = reference_outputs(moe(), whole, in, Poison::a);
+    std::vector<double> sum(static_cast<size_t>(expected.at("out").numel()));
+    for (int64_t rank = 0; rank < ranks; ++rank) {
+      const Case part = moe_case(sizes + std::to_string(ranks) + ",rank=" + std::to_string(rank) + ")");
+      ASSERT_EQ(moe().make_inputs(part).at("topk_ids").bits(7), in.at("topk_ids").bits(7)) << "inputs depend on the rank";
+      const TensorMap out = reference_outputs(moe(), part, in, Poison::a);
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += out.at("out").get(static_cast<int64_t>(i));
+    }
+    for (size_t i = 0; i < sum.size(); ++i)
+      EXPECT_NEAR(sum[i], expected.at("out").get(static_cast<int64_t>(i)), 1e-5 * (1 + std::fabs(sum[i]))) << ranks << " " << i;
+  }
+}
+
+TEST(MoeReference, FilteredRowsAreZeroAndGroupTokensAllLocalOrAllFiltered) {
+  // E = 16, topk 2: tokens 0..7 take the groups {2j, 2j+1}; with 4 ranks rank 1 holds experts 4..7.
+  const Case c = moe_case("moe(tokens=20,hidden=32,inter=16,experts=16,topk=2,ranks=4,rank=1,padded=0.5)");
+  const TensorMap in = moe().make_inputs(c);
+  const TensorMap out = reference_outputs(moe(), c, in, Poison::a);
+  const int32_t* ids = out.at("local_ids").data<int32_t>();
+  for (int64_t row = 0; row < 40; ++row) {
+    const bool kept = ids[row] >= 0;
+    if (row < 16) {  // of the group tokens, only 2 and 3
+      EXPECT_EQ(kept, row / 2 == 2 || row / 2 == 3) << "row " << row;
+    }
+    EXPECT_EQ(is_poison(out.at("act"), row * 16, Poison::a), !kept) << "row " << row;
+    if (kept) continue;
+    EXPECT_EQ(out.at("gate_up").get(row * 32), 0.0);
+    for (int64_t h = 0; h < 32; ++h) EXPECT_EQ(out.at("down").bits(row * 32 + h), 0u) << "row " << row;
+  }
+  for (int64_t m : {0, 1, 4, 7})  // all-filtered on this rank: exactly 0
+    for (int64_t h = 0; h < 32; ++h) EXPECT_EQ(out.at("out").bits(m * 32 + h), 0u) << m;
+  const TensorMap whole = reference_outputs(moe(), moe_case("moe(tokens=20,hidden=32,inter=16,experts=16,topk=2,padded=0.5)"), in, Poison::a);
+  for (int64_t m : {2, 3})  // all-local: the whole output
+    for (int64_t h = 0; h < 32; ++h) EXPECT_EQ(out.at("out").get(m * 32 + h), whole.at("out").get(m * 32 + h));
+}
+
+TEST(MoeReference, RouteScaleIsAppliedOnce) {
+  const std::string sizes = "moe(tokens=5,hidden=16,inter=8,experts=4,topk=2,route_scale=";
+  const TensorMap in = moe().make_inputs(moe_case(sizes + "1)"));
+  const TensorMap one = reference_outputs(moe(), moe_case(sizes + "1)"), in, Poison::a);
+  const TensorMap scaled = reference_outputs(moe(), moe_case(sizes + "2.5)"), in, Poison::a);
+  for (int64_t i = 0; i < one.at("out").numel(); ++i)
+    EXPECT_NEAR(scaled.at("out").get(i), 2.5 * one.at("out").get(i), 1e-6 * std::fabs(scaled.at("out").get(i)));
+}
+
+TEST(MoeReference, DeviceArithmeticPassesEveryVerifyCase) {
+  for (const std::string& text : moe().verify_cases)
+    for (uint64_t seed : {1, 2}) {
+      const Case c = moe_case(text, seed);
+      double budget = 0;
+      std::string failures;
+      EXPECT_TRUE(replay_passes(c, Variant::right, &budget, &failures)) << c.str() << "\n" << failures;
+      EXPECT_LT(budget, 0.5) << c.str() << ": the derived bounds leave at least a factor 2";
+    }
+}
+
+TEST(MoeReference, EveryMutantsMathFailsAVerifyCase) {
+  for (Variant variant : {Variant::down_reads_filtered, Variant::route_scale_twice, Variant::global_id_as_local}) {
+    int failing = 0;
+    for (const std::string& text : moe().verify_cases) failing += !replay_passes(moe_case(text), variant);
+    EXPECT_GE(failing, 3) << "mutant " << static_cast<int>(variant);
+  }
+}
+
+TEST(MoeReference, NoTokensNoOutputRows) {
+  const Case c = moe_case("moe(tokens=0,hidden=64,inter=32,experts=8,topk=2,ranks=2,rank=1)");
+  const TensorMap out = reference_outputs(moe(), c, moe().make_inputs(c), Poison::a);
+  for (const auto& [name, t] : out) EXPECT_EQ(t.numel(), 0) << name;
+  EXPECT_TRUE(replay_passes(c, Variant::right));
+}
+
+TEST(MoeReference, BadInputNamesTheField) {
+  const auto message = [](const std::string& text) {
+    try {
+      moe().make_inputs(moe_case(text));
+    } catch (const BadInput& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("moe(experts=8,ranks=3)").find("ranks"), std::string::npos);
+  EXPECT_NE(message("moe(ranks=2,rank=2)").find("rank must"), std::string::npos);
+  EXPECT_NE(message("moe(topk=9)").find("topk"), std::string::npos);
+  EXPECT_NE(message("moe(hidden=9000)").find("hidden"), std::string::npos);
+  const Case c = moe_case("moe(tokens=2,hidden=8,inter=8,experts=4,topk=2)");
+  TensorMap in = moe().make_inputs(c);
+  in.at("topk_ids").data<int32_t>()[3] = 4;
+  EXPECT_THROW(moe().validate_inputs(c, in), BadInput);
+}
+
+}  // namespace
+}  // namespace dsv4h
