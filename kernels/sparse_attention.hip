@@ -278,9 +278,13 @@ void launch_sparse_attention(const SparseAttentionArgs& a, hipStream_t stream) {
   if (!a.window.cache || a.window.tokens_per_page <= 0 || a.window.width <= 0) throw bad("window: cache, tokens_per_page and width needed");
   if (a.extra.cache && (a.extra.tokens_per_page <= 0 || a.extra.width <= 0)) throw bad("extra: tokens_per_page and width needed");
   if (a.rows == 0) return;
+  if (!a.q || !a.sink || !a.positions || !a.out || !a.lse || !a.window.indices || !a.window.lengths ||
+      (a.extra.cache && (!a.extra.indices || !a.extra.lengths)))
+    throw bad("null device pointer");
   const dim3 grid(static_cast<unsigned>(a.heads / kHeadsPerBlock), static_cast<unsigned>(a.rows));
   sparse_attention_decode<<<grid, kThreads, 0, stream>>>(a, rope_table(a.compress_ratio), page_bytes(a.window.tokens_per_page),
                                                          a.extra.cache ? page_bytes(a.extra.tokens_per_page) : 0);
+  DSV4H_LAUNCH_CHECK("sparse_attention_decode");
 }
 
 }  // namespace dsv4h

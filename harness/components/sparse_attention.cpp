@@ -455,21 +455,28 @@ Component sparse_attention_component() {
   };
   d.gpu_tests = "";
   d.bench_binary = "bench_sparse_attention";
-  d.bench_filter = "BM_sparse_attention|BM_copy_same_bytes_attention|BM_dense_bf16_matmul|BM_one_kernel_floor_attention";
-  // Issue 30's goals (ci/goals.py).
+  d.bench_filter = "BM_sparse_attention|BM_copy_same_bytes_attention|BM_copy_kernel_same_bytes_attention|BM_empty_kernel";
+  // Issue 30's goals (ci/goals.py). Not encoded yet: the compute-bound shapes' fraction of the dense
+  // bf16 rate and prefill at 8K tokens (no such benchmark yet), and 4x the best peer at bs 128 (a
+  // per-shape bound over the peers' list).
   d.goals = R"json([
     {"text": "decode {layer} ctx={ctx} bs={bs}: >= 85% of copy bandwidth", "measure": "copy_fraction", "bound": 0.85,
      "benchmark": "BM_sparse_attention/bs:{bs}/ratio:{ratio}/ctx:{ctx}/manual_time",
      "each": [[{"bs": 1}, {"bs": 8}, {"bs": 64}, {"bs": 128}, {"bs": 256}],
               [{"ratio": 4, "layer": "C4"}, {"ratio": 128, "layer": "C128"}],
               [{"ctx": 8192}, {"ctx": 65536}]],
-     "floors": ["BM_copy_same_bytes_attention/bs:{bs}/ratio:{ratio}/ctx:{ctx}/manual_time"]},
-    {"text": "decode C4 bs=1 ctx=8K: within 1.5x of its one-kernel floor", "measure": "time_ratio", "bound": 1.5,
-     "benchmark": "BM_sparse_attention/bs:1/ratio:4/ctx:8192/manual_time",
-     "over": "BM_one_kernel_floor_attention/bs:1/ratio:4/ctx:8192/manual_time"},
-    {"text": "decode C4 bs={bs} ctx=8K: ahead of every peer by {need}x", "measure": "faster_than_peers", "bound": "{need}",
-     "peers": "peers.sparse_attention", "benchmark": "BM_sparse_attention/bs:{bs}/ratio:4/ctx:8192/manual_time",
-     "each": [[{"bs": 1, "need": 1}, {"bs": 8, "need": 1}, {"bs": 64, "need": 1}, {"bs": 128, "need": 4}]]}
+     "floors": ["BM_copy_same_bytes_attention/bs:{bs}/ratio:{ratio}/ctx:{ctx}/manual_time",
+                "BM_copy_kernel_same_bytes_attention/bs:{bs}/ratio:{ratio}/ctx:{ctx}/manual_time"]},
+    {"text": "decode {layer} bs=1 ctx=8K: within 1.5x of one kernel reading the same bytes", "measure": "time_ratio",
+     "bound": 1.5, "benchmark": "BM_sparse_attention/bs:1/ratio:{ratio}/ctx:8192/manual_time",
+     "over": "BM_copy_kernel_same_bytes_attention/bs:1/ratio:{ratio}/ctx:8192/manual_time",
+     "each": [[{"ratio": 4, "layer": "C4"}, {"ratio": 128, "layer": "C128"}]]},
+    {"text": "decode {layer} bs=1 ctx=8K: <= 8 us", "measure": "max_us", "bound": 8,
+     "benchmark": "BM_sparse_attention/bs:1/ratio:{ratio}/ctx:8192/manual_time",
+     "each": [[{"ratio": 4, "layer": "C4"}, {"ratio": 128, "layer": "C128"}]],
+     "floors": ["BM_copy_kernel_same_bytes_attention/bs:1/ratio:{ratio}/ctx:8192/manual_time"]},
+    {"text": "decode ratio={ratio} ctx={ctx} bs={bs}: ahead of every peer", "measure": "faster_than_peers", "bound": 1.0,
+     "peers": "peers.sparse_attention", "benchmark": "BM_sparse_attention/bs:{bs}/ratio:{ratio}/ctx:{ctx}/manual_time"}
   ])json";
   d.make_inputs = make_inputs;
   d.validate_inputs = validate_inputs;
