@@ -68,6 +68,19 @@ SparseAttentionResult sparse_attention(const SparseAttentionProblem& pr, const S
     const int64_t count = static_cast<int64_t>(keys.size());
     Eigen::MatrixXd kv(count, kAttentionDims);
     for (int64_t i = 0; i < count; ++i) kv.row(i) = keys[i].transpose();
+    // All heads at once: scores S = Q K^T (heads x keys), one softmax per head's row.
+    Eigen::MatrixXd q(pr.heads, kAttentionDims);
+    for (int64_t h = 0; h < pr.heads; ++h)
+      for (int d = 0; d < kAttentionDims; ++d) q(h, d) = bf16_to_float(pr.q[(n * pr.heads + h) * kAttentionDims + d]);
+    const Eigen::MatrixXd scores = q * kv.transpose() * scale;
+    Eigen::MatrixXd weights(pr.heads, count);
+    Eigen::VectorXd sums(pr.heads), maxima(pr.heads);
+    for (int64_t h = 0; h < pr.heads && count > 0; ++h) {
+      maxima(h) = scores.row(h).maxCoeff();
+      weights.row(h) = (scores.row(h).array() - maxima(h)).exp().matrix();
+      sums(h) = weights.row(h).sum();
+    }
+    const Eigen::MatrixXd numerators = weights * kv;
     for (int64_t h = 0; h < pr.heads; ++h) {
       double* o = &result.out[static_cast<size_t>((n * pr.heads + h) * kAttentionDims)];
       double& lse = result.lse[static_cast<size_t>(n * pr.heads + h)];
@@ -77,14 +90,9 @@ SparseAttentionResult sparse_attention(const SparseAttentionProblem& pr, const S
         lse = bugs.empty_row_nan ? fill : -static_cast<double>(FLT_MAX);
         continue;
       }
-      Eigen::VectorXd q(kAttentionDims);
-      for (int d = 0; d < kAttentionDims; ++d) q(d) = bf16_to_float(pr.q[(n * pr.heads + h) * kAttentionDims + d]);
-      const Eigen::VectorXd s = kv * q * scale;
-      const double m = s.maxCoeff();
-      const Eigen::VectorXd w = (s.array() - m).exp().matrix();
-      const double sum = w.sum(), sink = std::exp(static_cast<double>(pr.sink[h]) - m);
+      const double m = maxima(h), sum = sums(h), sink = std::exp(static_cast<double>(pr.sink[h]) - m);
       lse = m + std::log(sum);
-      Eigen::VectorXd out = kv.transpose() * w;
+      Eigen::VectorXd out = numerators.row(h).transpose();
       if (bugs.sink_in_numerator) out.array() += sink;
       out /= bugs.sink_ignored ? sum : sum + sink;
       if (!bugs.rope_not_inverted)

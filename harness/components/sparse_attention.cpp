@@ -11,8 +11,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "../../reference/kv_cache_model1.h"
@@ -42,6 +45,7 @@ struct Params {
   Scores scores = Scores::random;
   double holes = 0.05;
   int64_t padding = 0;
+  int64_t prefill = 0;
   template <typename F>
   void fields(F& f) {
     f("bs", bs, "query rows (decode: one per request)");
@@ -52,6 +56,7 @@ struct Params {
     f("index_topk", index_topk, "C4 entries selected at most (512; 1024 for the larger config)");
     f("scores", scores, "0 random, 1 one dominant key, 2 all scores equal (q = 0), 3 sink -100, 4 sink +30");
     f("holes", holes, "probability of -1 among a C4 row's selected entries");
+    f("prefill", prefill, "1: the rows are one request's consecutive tokens from pos (random when -1), causal through their lengths");
     f("padding", padding, "the last rows are padding rows (spec 6.2): lengths 1, every index -1, no valid key");
   }
 };
@@ -73,6 +78,8 @@ Sizes sizes_of(const AttnCase& c) {
   if (c.scores < Scores::random || c.scores > Scores::sink_positive) throw bad("scores must be in 0..4");
   if (!(c.holes >= 0 && c.holes <= 1)) throw bad("holes must be in [0, 1]");
   if (c.padding < 0 || c.padding > c.bs) throw bad("padding must be in [0, bs]");
+  if (c.prefill != 0 && c.prefill != 1) throw bad("prefill must be 0 or 1");
+  if (c.prefill && (c.bs > c.ctx || (c.pos >= 0 && c.pos + c.bs > c.ctx))) throw bad("prefill rows must stay below ctx");
   Sizes s;
   s.has_extra = c.ratio != 0;
   if (c.ratio == 4) s.extra_width = c.index_topk, s.extra_page_tokens = kC4PageTokens;
@@ -107,56 +114,63 @@ Pool make_pool(int64_t entries, int64_t page_tokens, Rng& rng) {
   return pool;
 }
 
-// `count` distinct values of [0, n) in random order (a partial Fisher-Yates over a sparse map).
+// `count` distinct values of [0, n) in random order (a partial Fisher-Yates over a sparse map of
+// the positions it moved).
 std::vector<int64_t> sample_distinct(int64_t n, int64_t count, Rng& rng) {
   std::vector<int64_t> picked;
-  std::vector<std::pair<int64_t, int64_t>> moved;  // position -> value where not the identity
+  std::unordered_map<int64_t, int64_t> moved;
   const auto value_at = [&](int64_t i) {
-    for (const auto& [at, v] : moved)
-      if (at == i) return v;
-    return i;
-  };
-  const auto set_at = [&](int64_t i, int64_t v) {
-    for (auto& [at, old] : moved)
-      if (at == i) { old = v; return; }
-    moved.emplace_back(i, v);
+    const auto it = moved.find(i);
+    return it == moved.end() ? i : it->second;
   };
   for (int64_t k = 0; k < count; ++k) {
     const int64_t j = rng.integer(k, n - 1);
     const int64_t vj = value_at(j), vk = value_at(k);
     picked.push_back(vj);
-    set_at(j, vk);
-    set_at(k, vj);
+    moved[j] = vk;
+    moved[k] = vj;
   }
   return picked;
 }
 
+// Slots of a pool's keys: each distinct (request, position or entry id) gets the next id, which
+// make_pool's shuffled slots turn into a slot.
+struct KeyIds {
+  std::map<std::pair<int64_t, int64_t>, int64_t> ids;
+  int64_t of(int64_t request, int64_t key) { return ids.emplace(std::make_pair(request, key), ids.size()).first->second; }
+};
+
 TensorMap make_inputs(const AttnCase& c) {
   const Sizes s = sizes_of(c);
   Rng rng(c.seed());
-  std::vector<int64_t> positions(static_cast<size_t>(c.bs));
-  for (int64_t& p : positions) p = c.pos >= 0 ? c.pos : rng.integer(0, c.ctx - 1);
+  // Decode: row n is request n at its own position. Prefill: the rows are request 0's tokens
+  // first, first + 1, ... (spec 6.1's causal expansion), sharing its keys.
+  std::vector<int64_t> positions(static_cast<size_t>(c.bs)), requests(static_cast<size_t>(c.bs));
+  const int64_t first = !c.prefill ? 0 : c.pos >= 0 ? c.pos : rng.integer(0, c.ctx - std::max<int64_t>(c.bs, 1));
+  for (int64_t n = 0; n < c.bs; ++n) {
+    requests[n] = c.prefill ? 0 : n;
+    positions[n] = c.prefill ? first + n : (c.pos >= 0 ? c.pos : rng.integer(0, c.ctx - 1));
+  }
 
-  // Each row's compressed entries: which entry ids it attends to (C4: a random selection of the
-  // visible ones; C128: all visible), before they get slots.
+  // Each row's compressed entries (C4: a random selection of the visible ones, as the indexer's
+  // top-k; C128: all visible), and every key's id in its pool.
   std::vector<std::vector<int64_t>> extra_entries(static_cast<size_t>(c.bs));
-  int64_t swa_entries = 0, extra_total = 0;
+  KeyIds swa_ids, extra_ids;
   for (int64_t n = 0; n < c.bs; ++n) {
     const int64_t length = positions[n] + 1;
-    swa_entries += std::min(length, kWindow);
+    for (int64_t k = 0; k < std::min(length, kWindow); ++k) swa_ids.of(requests[n], positions[n] - k);
     if (c.ratio == 4) extra_entries[n] = sample_distinct(length / 4, std::min(length / 4, c.index_topk), rng);
     if (c.ratio == 128) {
       extra_entries[n].resize(static_cast<size_t>(length / 128));
       std::iota(extra_entries[n].begin(), extra_entries[n].end(), 0);
     }
-    extra_total += static_cast<int64_t>(extra_entries[n].size());
+    for (int64_t entry : extra_entries[n]) extra_ids.of(requests[n], entry);
   }
-  Pool swa = make_pool(swa_entries, kSwaPageTokens, rng);
-  Pool extra = s.has_extra ? make_pool(extra_total, s.extra_page_tokens, rng) : Pool{};
+  Pool swa = make_pool(static_cast<int64_t>(swa_ids.ids.size()), kSwaPageTokens, rng);
+  Pool extra = s.has_extra ? make_pool(static_cast<int64_t>(extra_ids.ids.size()), s.extra_page_tokens, rng) : Pool{};
 
   HostTensor swa_indices(DType::i32, {c.bs, kWindow}), swa_lengths(DType::i32, {c.bs}), pos_t(DType::i32, {c.bs});
   HostTensor extra_indices(DType::i32, {c.bs, s.extra_width}), extra_lengths(DType::i32, {c.bs});
-  int64_t next_swa = 0, next_extra = 0;
   for (int64_t n = 0; n < c.bs; ++n) {
     const int64_t length = positions[n] + 1;
     pos_t.data<int32_t>()[n] = static_cast<int32_t>(positions[n]);
@@ -164,7 +178,7 @@ TensorMap make_inputs(const AttnCase& c) {
     const int64_t window = std::min(length, kWindow);
     swa_lengths.data<int32_t>()[n] = static_cast<int32_t>(window);
     for (int64_t k = 0; k < kWindow; ++k)
-      swa_indices.data<int32_t>()[n * kWindow + k] = k < window ? swa.slots[next_swa++] : -1;
+      swa_indices.data<int32_t>()[n * kWindow + k] = k < window ? swa.slots[swa_ids.of(requests[n], positions[n] - k)] : -1;
     if (!s.has_extra) continue;
     int32_t* row = extra_indices.data<int32_t>() + n * s.extra_width;
     const int64_t count = static_cast<int64_t>(extra_entries[n].size());
@@ -173,7 +187,7 @@ TensorMap make_inputs(const AttnCase& c) {
     for (int64_t j = 0; j < s.extra_width; ++j) row[j] = static_cast<int32_t>(rng.integer(0, extra.slot_count - 1));
     if (count == 0) row[0] = -1;
     for (int64_t j = 0; j < count; ++j) {
-      const int32_t slot = extra.slots[next_extra++];
+      const int32_t slot = extra.slots[extra_ids.of(requests[n], extra_entries[n][j])];
       row[j] = c.ratio == 4 && rng.uniform() < c.holes ? -1 : slot;
     }
   }
@@ -440,6 +454,11 @@ Component sparse_attention_component() {
       // Padding rows: no valid key, 0 and a finite lse.
       "sparse_attention(bs=5,ratio=4,ctx=3000,padding=2)",
       "sparse_attention(bs=3,ratio=0,ctx=100,padding=3)",
+      // Prefill: one request's consecutive tokens, crossing 512 visible C4 entries and the C128
+      // and window boundaries.
+      "sparse_attention(bs=40,ratio=4,prefill=1,pos=2030,ctx=4096)",
+      "sparse_attention(bs=40,ratio=128,prefill=1,pos=100,ctx=4096,heads=16)",
+      "sparse_attention(bs=30,ratio=0,prefill=1,pos=110)",
   };
   d.batch_param = "bs";
   d.replay_case = "sparse_attention(bs=1,ratio=4,ctx=600)";
@@ -489,6 +508,8 @@ Component sparse_attention_component() {
   d.relation_cases = {
       "batch_invariance(chunks=3):sparse_attention(bs=9,ratio=4,ctx=3000)",
       "batch_invariance(chunks=4):sparse_attention(bs=12,ratio=128,ctx=20000,heads=16)",
+      // Prefill == decode for the same token: a prefill row alone is that token's decode step.
+      "batch_invariance(chunks=5):sparse_attention(bs=24,ratio=4,prefill=1,ctx=4096,heads=16)",
   };
 #if DSV4H_GPU_LAYER
   d.gpu = launch;

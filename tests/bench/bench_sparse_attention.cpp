@@ -9,15 +9,14 @@
 // Floors timed the same way: copies of the same bytes by the driver and by a copy kernel (the
 // faster is what any kernel could reach at that size; the copy kernel is also the "one kernel
 // reading the same bytes" floor of bs 1), and the empty kernel.
-// Not here yet: prefill of 8K tokens (the descriptor's generator gives every row its own keys, 5M
-// latents for 8K rows) and the dense bf16 matrix rate of the compute-bound goal.
+// Prefill: 8K tokens of one request on a C4 layer, FLOPs and their rate counted. Not here yet: the
+// dense bf16 matrix rate that the compute-bound goals compare with.
 // Without a GPU the binary says so and exits 77 (skipped).
 #include <benchmark/benchmark.h>
 
 #include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 
 #include "bench_support.h"
 #include "harness/component.h"
@@ -39,20 +38,25 @@ struct Pool {
   hipStream_t stream = nullptr;
   DeviceBuffer copy_src, copy_dst;
   double copy_ceiling_bytes_per_s = 0;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::unique_ptr<Prepared>> cases;
+  std::map<std::string, std::unique_ptr<Prepared>> cases;
 
   Pool() : copy_src(kCopyPoolBytes), copy_dst(kCopyPoolBytes) {
     DSV4H_HIP_CHECK(hipStreamCreate(&stream));
     copy_ceiling_bytes_per_s = measure_copy_ceiling(copy_dst.data(), copy_src.data(), kCopyPoolBytes, stream);
   }
 
+  // A decode step of bs rows at position ctx - 1.
   Prepared& get(int64_t bs, int64_t ratio, int64_t ctx) {
-    std::unique_ptr<Prepared>& p = cases[{bs, ratio, ctx}];
+    return get_case("sparse_attention(bs=" + std::to_string(bs) + ",heads=" + std::to_string(kHeads) + ",ratio=" +
+                    std::to_string(ratio) + ",pos=" + std::to_string(ctx - 1) + ",ctx=" + std::to_string(ctx) + ",holes=0)");
+  }
+
+  // The descriptor's inputs of `text` on the device, made once.
+  Prepared& get_case(const std::string& text) {
+    std::unique_ptr<Prepared>& p = cases[text];
     if (!p) {
       const Component& component = registry().get("sparse_attention");
-      const Case c = parse_case("sparse_attention(bs=" + std::to_string(bs) + ",heads=" + std::to_string(kHeads) +
-                                ",ratio=" + std::to_string(ratio) + ",pos=" + std::to_string(ctx - 1) +
-                                ",ctx=" + std::to_string(ctx) + ",holes=0)");
+      const Case c = parse_case(text);
       const TensorMap host = component.make_inputs(c);
       p = std::make_unique<Prepared>(Prepared{c, DeviceTensorMap::upload(host),
                                               DeviceTensorMap::like(component.make_outputs(c)), component.work(c, host)});
@@ -78,6 +82,20 @@ void BM_sparse_attention(benchmark::State& state) {
   state.counters["GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["TFLOPs"] = benchmark::Counter(prep.work.flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["copy_ceiling_GBps"] = p.copy_ceiling_bytes_per_s * 1e-9;
+}
+
+// Prefill: one request's `tokens` rows at positions 0..tokens-1 of a C4 layer (spec 6.1: every
+// query token its own row, causal through its lengths), its keys shared by the rows.
+void BM_sparse_attention_prefill(benchmark::State& state) {
+  Pool& p = pool();
+  const int64_t tokens = state.range(0);
+  Prepared& prep = p.get_case("sparse_attention(bs=" + std::to_string(tokens) + ",heads=" + std::to_string(kHeads) +
+                              ",ratio=4,prefill=1,pos=0,ctx=" + std::to_string(tokens) + ",holes=0)");
+  const Component& component = registry().get("sparse_attention");
+  time_back_to_back(state, p.stream, 8, 1, [&](int64_t) { component.gpu(prep.c, prep.inputs, prep.outputs, p.stream); });
+  state.counters["bytes"] = prep.work.bytes_moved;
+  state.counters["flops"] = prep.work.flops;
+  state.counters["TFLOPs"] = benchmark::Counter(prep.work.flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void time_copy_same_bytes(benchmark::State& state, CopyBy by) {
@@ -106,6 +124,7 @@ BENCHMARK(BM_empty_kernel)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repe
 BENCHMARK(BM_copy_same_bytes_attention)->Apply(decode_shapes);
 BENCHMARK(BM_copy_kernel_same_bytes_attention)->Apply(decode_shapes);
 BENCHMARK(BM_sparse_attention)->Apply(decode_shapes);
+BENCHMARK(BM_sparse_attention_prefill)->ArgName("tokens")->Arg(8192)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(5)->Iterations(5);
 
 }  // namespace
 }  // namespace dsv4h
