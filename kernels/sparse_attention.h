@@ -27,11 +27,22 @@ struct SparseAttentionArgs {
   const int32_t* positions = nullptr; // [rows]: the rope position the output is de-rotated by
   uint16_t* out = nullptr;            // [rows, heads, 512] bf16
   float* lse = nullptr;               // [rows, heads]; -FLT_MAX for a row with no valid key
+  float* scratch = nullptr;           // [rows, heads, splits, 514] where splits > 1; else unused
+  int64_t scratch_floats = 0;
   int64_t rows = 0;
   int64_t heads = 0;           // a multiple of 16 (64 and 128 in the model)
   int64_t compress_ratio = 0;  // 0, 4 or 128: picks the rope table (spec 2.4)
   float scale = 0.044194173824159216f;  // 512^-0.5
 };
+
+// How many blocks share one (row, 16 heads)'s keys: enough for 256 blocks in all, at most 16.
+// harness/components/sparse_attention.cpp sizes the scratch by the same rule.
+inline int64_t sparse_attention_splits(int64_t rows, int64_t heads) {
+  const int64_t blocks = rows * (heads / 16);
+  if (blocks <= 0) return 1;
+  const int64_t splits = 256 / blocks;
+  return splits < 1 ? 1 : (splits > 16 ? 16 : splits);
+}
 
 // Throws std::invalid_argument (naming the field) on impossible sizes; enqueues one kernel on
 // `stream`, no host sync, so it can be captured in a graph.

@@ -17,6 +17,10 @@
 //      chunk's scores into weights exp(s - m) and the old accumulators' factor exp(m_old - m);
 //   4. accumulate: each thread owns two dims (a bf16 pair) of all 16 heads' outputs (32 fp32
 //      accumulators) and adds weight x value over the chunk's keys.
+// Few rows (fewer than 256 blocks) leave the card idle, so the keys are split over up to 16 blocks
+// (blockIdx.z, whole chunks each): each leaves its m, l and accumulators in the caller's scratch
+// and a second kernel merges them (sparse_attention_splits says how many; one split writes the
+// output directly).
 // At the end o = acc / l * 1 / (1 + exp(sink - lse)), lse = m + log l, with the sigmoid written so
 // that a large sink gives a tiny factor, not inf / inf. A row with no valid key (l = 0) writes 0
 // and lse = -FLT_MAX (the reference's finite stand-in for log 0). The threads owning the rope dims
@@ -47,6 +51,7 @@ constexpr int kWords = kDims / 2;           // bf16 pairs per key
 constexpr int kKeyStride = kWords + 1;      // words per shared key row
 constexpr int kPartsPerKey = kThreads / kKeysPerChunk;  // 16 threads gather a key, 32 dims each
 constexpr int kDataBytes = 576;             // per token in a page's data section
+constexpr int kPartFloats = kDims + 2;      // a split's state per head: accumulators, m, l
 
 struct RopeTable {
   double freqs[kRopePairs];
@@ -86,6 +91,64 @@ __device__ __forceinline__ void gather_part(const ScopeView& scope, int32_t slot
   }
 }
 
+// The rope pair a thread owns, if any (dims 2 tid, 2 tid + 1 >= 448), and its rotation.
+struct RopePair {
+  bool owned;
+  double c, s;
+};
+
+__device__ __forceinline__ RopePair rope_pair(const SparseAttentionArgs& a, const RopeTable& rope, int64_t row, int tid) {
+  const int pair = tid - kNopeDims / 2;
+  if (pair < 0) return RopePair{false, 1.0, 0.0};
+  const double angle = static_cast<double>(a.positions[row]) * rope.freqs[pair];
+  return RopePair{true, cos(angle), sin(angle)};
+}
+
+// Head `head`'s output dims 2 tid, 2 tid + 1 (and, from thread 0, its lse) from its running max m,
+// sum l and unnormalised accumulators.
+__device__ __forceinline__ void finalize(const SparseAttentionArgs& a, int64_t row, int64_t head, int tid, float m, float l,
+                                         float acc0, float acc1, const RopePair& rp) {
+  const float sink = a.sink[head];
+  float o0, o1, lse;
+#if defined(DSV4H_MUTANT_EMPTY_ROW_NAN)
+  const bool empty = false;
+#else
+  const bool empty = l == 0.f;
+#endif
+  if (empty) {
+    o0 = o1 = 0.f;
+    lse = -FLT_MAX;
+  } else {
+    lse = m + logf(l);
+#if defined(DSV4H_MUTANT_SINK_IN_NUMERATOR)
+    const float e = expf(sink - m);
+    o0 = (acc0 + e) / (l + e), o1 = (acc1 + e) / (l + e);
+#else
+#if defined(DSV4H_MUTANT_SINK_IGNORED)
+    const float factor = 1.f;
+#else
+    // 1 / (1 + exp(x)), x = sink - lse, without overflow for large x.
+    const float x = sink - lse;
+    const float factor = x > 0.f ? expf(-x) / (1.f + expf(-x)) : 1.f / (1.f + expf(x));
+#endif
+    o0 = acc0 / l * factor, o1 = acc1 / l * factor;
+#endif
+  }
+#if !defined(DSV4H_MUTANT_ROPE_NOT_INVERTED)
+  if (rp.owned) {  // multiply by the conjugate of exp(j pos f)
+    const float r0 = static_cast<float>(o0 * rp.c + o1 * rp.s), r1 = static_cast<float>(o1 * rp.c - o0 * rp.s);
+    o0 = r0, o1 = r1;
+  }
+#endif
+  const uint32_t packed =
+      static_cast<uint32_t>(kv_fp8::float_to_bf16(o0)) | (static_cast<uint32_t>(kv_fp8::float_to_bf16(o1)) << 16);
+  reinterpret_cast<uint32_t*>(a.out + (row * a.heads + head) * kDims)[tid] = packed;
+  if (tid == 0) a.lse[row * a.heads + head] = lse;
+}
+
+// kPartial: split blockIdx.z of gridDim.z over the row's chunks, its state left in the scratch for
+// sparse_attention_combine; otherwise (one split) the output itself.
+template <bool kPartial>
 __global__ void __launch_bounds__(kThreads)
     sparse_attention_decode(SparseAttentionArgs a, RopeTable rope, int64_t window_page_bytes, int64_t extra_page_bytes) {
   __shared__ uint32_t q_s[kHeadsPerBlock][kWords];
@@ -116,6 +179,11 @@ __global__ void __launch_bounds__(kThreads)
   if (a.extra.cache) extra_len = extra_len + 1 < a.extra.width ? extra_len + 1 : a.extra.width;
 #endif
   const int64_t total = window_len + extra_len;
+  // This split's keys: whole chunks, [begin, end).
+  const int64_t chunks = (total + kKeysPerChunk - 1) / kKeysPerChunk;
+  const int64_t chunks_per_split = (chunks + gridDim.z - 1) / gridDim.z;
+  const int64_t begin = blockIdx.z * chunks_per_split * kKeysPerChunk;
+  const int64_t end = begin + chunks_per_split * kKeysPerChunk < total ? begin + chunks_per_split * kKeysPerChunk : total;
 #if defined(DSV4H_MUTANT_SCALE_448)
   const float scale = 0.04724555912615341f;  // 448^-0.5
 #else
@@ -125,16 +193,18 @@ __global__ void __launch_bounds__(kThreads)
   float acc[kHeadsPerBlock][2];
   for (int h = 0; h < kHeadsPerBlock; ++h) acc[h][0] = acc[h][1] = 0.f;
 
-  for (int64_t base = 0; base < total; base += kKeysPerChunk) {
+  for (int64_t base = begin; base < end; base += kKeysPerChunk) {
     // 1. Gather.
     {
       const int key = tid / kPartsPerKey, part = tid % kPartsPerKey;
       const int64_t v = base + key;
       int32_t slot = -1;
       const ScopeView* scope = &window;
-      if (v < window_len) {
+      if (v >= end) {
+        // past this split's keys: no key
+      } else if (v < window_len) {
         slot = a.window.indices[row * a.window.width + v];
-      } else if (v < total) {
+      } else {
         slot = a.extra.indices[row * a.extra.width + (v - window_len)];
         scope = &extra;
       }
@@ -145,9 +215,9 @@ __global__ void __launch_bounds__(kThreads)
         for (int w = 0; w < 16; ++w) dst[w] = 0;
       }
 #if defined(DSV4H_MUTANT_MINUS_ONE_UNMASKED)
-      const bool valid = v < total;  // a -1 inside the length: a zero key with score 0
+      const bool valid = v < end;  // a -1 inside the length: a zero key with score 0
 #else
-      const bool valid = v < total && slot >= 0;
+      const bool valid = v < end && slot >= 0;
 #endif
       if (part == 0) valid_s[key] = valid;
     }
@@ -203,51 +273,40 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
   }
 
-  // The rope pair this thread owns, if any: dims 2 tid, 2 tid + 1 >= 448.
-  const int pair = tid - kNopeDims / 2;
-  double c = 1, s = 0;
-  if (pair >= 0) {
-    const double angle = static_cast<double>(a.positions[row]) * rope.freqs[pair];
-    c = cos(angle), s = sin(angle);
+  if (kPartial) {  // this split's running max, sum and unnormalised accumulators
+    float* part = a.scratch + ((row * a.heads + head0) * gridDim.z + blockIdx.z) * kPartFloats;
+    for (int h = 0; h < kHeadsPerBlock; ++h, part += gridDim.z * kPartFloats) {
+      part[2 * tid] = acc[h][0];
+      part[2 * tid + 1] = acc[h][1];
+      if (tid == 0) part[kDims] = m_s[h], part[kDims + 1] = l_s[h];
+    }
+    return;
   }
+  const RopePair rp = rope_pair(a, rope, row, tid);
+  for (int h = 0; h < kHeadsPerBlock; ++h) finalize(a, row, head0 + h, tid, m_s[h], l_s[h], acc[h][0], acc[h][1], rp);
+}
+
+// The splits of one (row, 16 heads) merged: M = max m_z, L = sum l_z e^(m_z - M), the same weights
+// on the accumulators; then written as the single-split kernel writes them.
+__global__ void __launch_bounds__(kThreads) sparse_attention_combine(SparseAttentionArgs a, RopeTable rope, int splits) {
+  const int tid = threadIdx.x;
+  const int64_t row = blockIdx.y;
+  const int64_t head0 = static_cast<int64_t>(blockIdx.x) * kHeadsPerBlock;
+  const RopePair rp = rope_pair(a, rope, row, tid);
   for (int h = 0; h < kHeadsPerBlock; ++h) {
-    const float m = m_s[h], l = l_s[h];
-    const float sink = a.sink[head0 + h];
-    float o0, o1, lse;
-#if defined(DSV4H_MUTANT_EMPTY_ROW_NAN)
-    const bool empty = false;
-#else
-    const bool empty = l == 0.f;
-#endif
-    if (empty) {
-      o0 = o1 = 0.f;
-      lse = -FLT_MAX;
-    } else {
-      lse = m + logf(l);
-#if defined(DSV4H_MUTANT_SINK_IN_NUMERATOR)
-      const float e = expf(sink - m);
-      o0 = (acc[h][0] + e) / (l + e), o1 = (acc[h][1] + e) / (l + e);
-#else
-#if defined(DSV4H_MUTANT_SINK_IGNORED)
-      const float factor = 1.f;
-#else
-      // 1 / (1 + exp(x)), x = sink - lse, without overflow for large x.
-      const float x = sink - lse;
-      const float factor = x > 0.f ? expf(-x) / (1.f + expf(-x)) : 1.f / (1.f + expf(x));
-#endif
-      o0 = acc[h][0] / l * factor, o1 = acc[h][1] / l * factor;
-#endif
-    }
-#if !defined(DSV4H_MUTANT_ROPE_NOT_INVERTED)
-    if (pair >= 0) {  // multiply by the conjugate of exp(j pos f)
-      const float r0 = static_cast<float>(o0 * c + o1 * s), r1 = static_cast<float>(o1 * c - o0 * s);
-      o0 = r0, o1 = r1;
-    }
-#endif
-    const uint32_t packed = static_cast<uint32_t>(kv_fp8::float_to_bf16(o0)) |
-                            (static_cast<uint32_t>(kv_fp8::float_to_bf16(o1)) << 16);
-    reinterpret_cast<uint32_t*>(a.out + (row * a.heads + head0 + h) * kDims)[tid] = packed;
-    if (tid == 0) a.lse[row * a.heads + head0 + h] = lse;
+    const float* part = a.scratch + (row * a.heads + head0 + h) * splits * kPartFloats;
+    float m = -INFINITY;
+    for (int z = 0; z < splits; ++z) m = fmaxf(m, part[z * kPartFloats + kDims]);
+    float l = 0.f, acc0 = 0.f, acc1 = 0.f;
+    if (m != -INFINITY)
+      for (int z = 0; z < splits; ++z) {
+        const float* pz = part + z * kPartFloats;
+        const float w = expf(pz[kDims] - m);  // 0 for a split without keys (m_z = -inf)
+        l = fmaf(w, pz[kDims + 1], l);
+        acc0 = fmaf(w, pz[2 * tid], acc0);
+        acc1 = fmaf(w, pz[2 * tid + 1], acc1);
+      }
+    finalize(a, row, head0 + h, tid, m, l, acc0, acc1, rp);
   }
 }
 
@@ -281,13 +340,26 @@ void launch_sparse_attention(const SparseAttentionArgs& a, hipStream_t stream) {
   if (!a.window.cache || a.window.tokens_per_page <= 0 || a.window.width <= 0) throw bad("window: cache, tokens_per_page and width needed");
   if (a.extra.cache && (a.extra.tokens_per_page <= 0 || a.extra.width <= 0)) throw bad("extra: tokens_per_page and width needed");
   if (a.rows == 0) return;
+  const int64_t splits = sparse_attention_splits(a.rows, a.heads);
+  if (splits > 1 && (!a.scratch || a.scratch_floats < a.rows * a.heads * splits * kPartFloats))
+    throw bad("scratch must hold rows * heads * " + std::to_string(splits) + " splits * 514 floats");
   if (!a.q || !a.sink || !a.positions || !a.out || !a.lse || !a.window.indices || !a.window.lengths ||
       (a.extra.cache && (!a.extra.indices || !a.extra.lengths)))
     throw bad("null device pointer");
+  const RopeTable rope = rope_table(a.compress_ratio);
+  const int64_t window_bytes = page_bytes(a.window.tokens_per_page);
+  const int64_t extra_bytes = a.extra.cache ? page_bytes(a.extra.tokens_per_page) : 0;
   const dim3 grid(static_cast<unsigned>(a.heads / kHeadsPerBlock), static_cast<unsigned>(a.rows));
-  sparse_attention_decode<<<grid, kThreads, 0, stream>>>(a, rope_table(a.compress_ratio), page_bytes(a.window.tokens_per_page),
-                                                         a.extra.cache ? page_bytes(a.extra.tokens_per_page) : 0);
-  DSV4H_LAUNCH_CHECK("sparse_attention_decode");
+  if (splits == 1) {
+    sparse_attention_decode<false><<<grid, kThreads, 0, stream>>>(a, rope, window_bytes, extra_bytes);
+    DSV4H_LAUNCH_CHECK("sparse_attention_decode");
+    return;
+  }
+  const dim3 split_grid(grid.x, grid.y, static_cast<unsigned>(splits));
+  sparse_attention_decode<true><<<split_grid, kThreads, 0, stream>>>(a, rope, window_bytes, extra_bytes);
+  DSV4H_LAUNCH_CHECK("sparse_attention_decode<partial>");
+  sparse_attention_combine<<<grid, kThreads, 0, stream>>>(a, rope, static_cast<int>(splits));
+  DSV4H_LAUNCH_CHECK("sparse_attention_combine");
 }
 
 }  // namespace dsv4h

@@ -313,8 +313,31 @@ void validate_inputs(const AttnCase& c, const TensorMap& inputs) {
   reference::sparse_attention(pr);
 }
 
+// The kernel's split over keys (kernels/sparse_attention.h, sparse_attention_splits: the same rule):
+// with few rows, up to 16 blocks share a row's keys and leave their partial softmax state (512
+// accumulators, max, sum per head) in `scratch` for a second kernel to merge. The scratch is the
+// kernel's working memory, no reader's: unchecked. One split needs none (a one-element stand-in).
+int64_t splits_of(const AttnCase& c) {
+  const int64_t blocks = c.bs * (c.heads / 16);
+  return blocks <= 0 ? 1 : std::clamp<int64_t>(256 / blocks, 1, 16);
+}
+constexpr int64_t kPartFloats = kDims + 2;
+
+Shape scratch_shape(const AttnCase& c) {
+  const int64_t splits = splits_of(c);
+  return splits > 1 ? Shape{c.bs, c.heads, splits, kPartFloats} : Shape{1};
+}
+
 TensorMap make_outputs(const AttnCase& c) {
-  return {{"out", HostTensor(DType::bf16, {c.bs, c.heads, kDims})}, {"lse", HostTensor(DType::f32, {c.bs, c.heads})}};
+  return {{"out", HostTensor(DType::bf16, {c.bs, c.heads, kDims})},
+          {"lse", HostTensor(DType::f32, {c.bs, c.heads})},
+          {"scratch", HostTensor(DType::f32, scratch_shape(c))}};
+}
+
+void scratch_unchecked(const AttnCase&, TensorMap& outputs, Poison poison) {
+  HostTensor& scratch = outputs.at("scratch");
+  const uint64_t bits = poison_bits(DType::f32, poison);
+  for (int64_t i = 0; i < scratch.numel(); ++i) scratch.set_bits(i, bits);
 }
 
 void run_reference(const AttnCase& c, const TensorMap& inputs, TensorMap& outputs) {
@@ -410,6 +433,8 @@ void launch(const AttnCase& c, const DeviceTensorMap& inputs, DeviceTensorMap& o
   args.positions = inputs.data<const int32_t>("positions");
   args.out = outputs.data<uint16_t>("out");
   args.lse = outputs.data<float>("lse");
+  args.scratch = outputs.data<float>("scratch");
+  args.scratch_floats = shape_numel(outputs.at("scratch").shape);
   args.rows = c.bs;
   args.heads = c.heads;
   args.compress_ratio = c.ratio;
@@ -504,6 +529,7 @@ Component sparse_attention_component() {
   d.pad_batch = pad_batch;
   d.work = work;
   d.checks = checks;
+  d.unchecked = scratch_unchecked;
   d.slice_batch = slice_batch;
   d.relation_cases = {
       "batch_invariance(chunks=3):sparse_attention(bs=9,ratio=4,ctx=3000)",
