@@ -467,10 +467,13 @@ Component sparse_attention_component() {
       "sparse_attention(bs=2,ratio=128,pos=127)",
       "sparse_attention(bs=2,ratio=128,pos=128)",
       "sparse_attention(bs=2,ratio=128,pos=255)",
-      // Random lengths.
+      // Random lengths; the last two with 256 blocks or more, one split per row (the others' few
+      // rows split their keys over several blocks).
       "sparse_attention(bs=9,ratio=4,ctx=3000)",
       "sparse_attention(bs=9,ratio=128,ctx=40000)",
       "sparse_attention(bs=9,ratio=0,ctx=300)",
+      "sparse_attention(bs=64,ratio=4,ctx=3000)",
+      "sparse_attention(bs=33,heads=128,ratio=128,ctx=30000)",
       // Adversarial scores.
       "sparse_attention(bs=3,ratio=4,ctx=3000,scores=1)",
       "sparse_attention(bs=3,ratio=128,ctx=3000,scores=2)",
