@@ -69,8 +69,10 @@ struct Sizes {
 
 Sizes sizes_of(const AttnCase& c) {
   const auto bad = [&](const std::string& why) { return BadInput("sparse_attention: " + why + " in " + c.str()); };
-  if (c.bs < 0 || c.bs > 4096) throw bad("bs must be in [0, 4096]");
+  if (c.bs < 0 || c.bs > 16384) throw bad("bs must be in [0, 16384]");
   if (c.heads < 16 || c.heads > 128 || c.heads % 16) throw bad("heads must be a multiple of 16 in [16, 128]");
+  // q and out are bs x heads x 512 (1 GiB each at the bound; the reference's out 4 GiB in double).
+  if (c.bs * c.heads > (int64_t{1} << 20)) throw bad("bs * heads above 2^20 query rows");
   if (c.ratio != 0 && c.ratio != 4 && c.ratio != 128) throw bad("ratio must be 0, 4 or 128");
   if (c.ctx < 1 || c.ctx > (1 << 20)) throw bad("ctx must be in [1, 2^20]");
   if (c.pos < -1 || c.pos >= c.ctx) throw bad("pos must be -1 (random) or in [0, ctx)");
