@@ -9,10 +9,10 @@
 // padded widths:
 //   1. gather: 16 threads per key load its 576 data bytes and scale bytes, dequantise the 448 fp8
 //      dims (value * 2^(scale byte - 127), exact in bf16) and keep the 64 bf16 rope dims, into
-//      shared memory as bf16 pairs (row stride 257 words, so that the 16 keys a warp reads at one
-//      column sit in 16 banks); an index of -1 is no key;
+//      shared memory as bf16 pairs (rows padded so that a warp's reads avoid bank conflicts); an
+//      index of -1 is no key;
 //   2. scores: one thread per (head, key), a 512-term fp32 dot product of exact bf16 products (in
-//      four partial sums), times 512^-0.5; -inf for no key;
+//      four partial sums, 64-bit shared reads), times 512^-0.5; -inf for no key;
 //   3. online softmax: one thread per head updates the running max m and sum l and turns the
 //      chunk's scores into weights exp(s - m) and the old accumulators' factor exp(m_old - m);
 //   4. accumulate: each thread owns two dims (a bf16 pair) of all 16 heads' outputs (32 fp32
@@ -48,7 +48,11 @@ constexpr int kHeadsPerBlock = 16;
 constexpr int kKeysPerChunk = 16;
 constexpr int kDims = 512, kNopeDims = 448, kRopePairs = 32;
 constexpr int kWords = kDims / 2;           // bf16 pairs per key
-constexpr int kKeyStride = kWords + 1;      // words per shared key row
+// Shared row strides in words: a warp's score step reads 16 keys' rows and 2 heads' rows at one
+// column, 64 bits at a time; 258 puts the 16 keys in distinct bank pairs, 260 the two heads apart
+// (and keeps q's rows 16-byte aligned for its vector stores).
+constexpr int kKeyStride = kWords + 2;
+constexpr int kQueryStride = kWords + 4;
 constexpr int kPartsPerKey = kThreads / kKeysPerChunk;  // 16 threads gather a key, 32 dims each
 constexpr int kDataBytes = 576;             // per token in a page's data section
 constexpr int kPartFloats = kDims + 2;      // a split's state per head: accumulators, m, l
@@ -151,8 +155,8 @@ __device__ __forceinline__ void finalize(const SparseAttentionArgs& a, int64_t r
 template <bool kPartial>
 __global__ void __launch_bounds__(kThreads)
     sparse_attention_decode(SparseAttentionArgs a, RopeTable rope, int64_t window_page_bytes, int64_t extra_page_bytes) {
-  __shared__ uint32_t q_s[kHeadsPerBlock][kWords];
-  __shared__ uint32_t k_s[kKeysPerChunk][kKeyStride];
+  alignas(16) __shared__ uint32_t q_s[kHeadsPerBlock][kQueryStride];
+  alignas(16) __shared__ uint32_t k_s[kKeysPerChunk][kKeyStride];
   __shared__ float p_s[kHeadsPerBlock][kKeysPerChunk];
   __shared__ float alpha_s[kHeadsPerBlock], m_s[kHeadsPerBlock], l_s[kHeadsPerBlock];
   __shared__ int valid_s[kKeysPerChunk];
@@ -164,7 +168,7 @@ __global__ void __launch_bounds__(kThreads)
   // q of the block's 16 heads: 16 x 512 bf16, 16 bytes per thread per step.
   const uint4* q_src = reinterpret_cast<const uint4*>(a.q + (row * a.heads + head0) * kDims);
   for (int i = tid; i < kHeadsPerBlock * kWords / 4; i += kThreads)
-    reinterpret_cast<uint4*>(&q_s[0][0])[i] = q_src[i];
+    *reinterpret_cast<uint4*>(&q_s[i / (kWords / 4)][i % (kWords / 4) * 4]) = q_src[i];
   if (tid < kHeadsPerBlock) m_s[tid] = -INFINITY, l_s[tid] = 0.f;
   __syncthreads();  // a row without keys skips the loop and reads m_s, l_s below
 
@@ -228,11 +232,12 @@ __global__ void __launch_bounds__(kThreads)
       // Four independent partial sums: a single chain of 512 dependent FMAs would set the pace.
       float dot[4] = {0.f, 0.f, 0.f, 0.f};
       for (int w = 0; w < kWords; w += 2) {
-        const uint32_t q0 = q_s[h][w], k0 = k_s[key][w], q1 = q_s[h][w + 1], k1 = k_s[key][w + 1];
-        dot[0] = fmaf(lo_bf16(q0), lo_bf16(k0), dot[0]);
-        dot[1] = fmaf(hi_bf16(q0), hi_bf16(k0), dot[1]);
-        dot[2] = fmaf(lo_bf16(q1), lo_bf16(k1), dot[2]);
-        dot[3] = fmaf(hi_bf16(q1), hi_bf16(k1), dot[3]);
+        const uint2 qw = *reinterpret_cast<const uint2*>(&q_s[h][w]);
+        const uint2 kw = *reinterpret_cast<const uint2*>(&k_s[key][w]);
+        dot[0] = fmaf(lo_bf16(qw.x), lo_bf16(kw.x), dot[0]);
+        dot[1] = fmaf(hi_bf16(qw.x), hi_bf16(kw.x), dot[1]);
+        dot[2] = fmaf(lo_bf16(qw.y), lo_bf16(kw.y), dot[2]);
+        dot[3] = fmaf(hi_bf16(qw.y), hi_bf16(kw.y), dot[3]);
       }
       p_s[h][key] = valid_s[key] ? ((dot[0] + dot[1]) + (dot[2] + dot[3])) * scale : -INFINITY;
     }
