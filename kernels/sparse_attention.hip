@@ -7,8 +7,9 @@
 // block walks the row's keys, the window's columns [0, window length) then the compressed
 // columns [0, extra length), in chunks of 16, and stops at the row's real lengths, not at the
 // padded widths:
-//   1. gather: 16 threads per key load its 576 data bytes and scale bytes, dequantise the 448 fp8
-//      dims (value * 2^(scale byte - 127), exact in bf16) and keep the 64 bf16 rope dims, into
+//   1. gather: 16 threads per key load its 576 data bytes and scale bytes (into registers while
+//      the previous chunk is computed, so that the loads' latency hides behind it), dequantise the
+//      448 fp8 dims (value * 2^(scale byte - 127), exact in bf16) and keep the 64 bf16 rope dims, into
 //      shared memory as bf16 pairs (rows padded so that a warp's reads avoid bank conflicts); an
 //      index of -1 is no key;
 //   2. scores: one thread per (head, key), a 512-term fp32 dot product of exact bf16 products (in
@@ -69,29 +70,47 @@ struct ScopeView {
 __device__ __forceinline__ float lo_bf16(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float hi_bf16(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
 
-// Dims [32 part, 32 part + 32) of slot `slot` into `dst` (16 words).
-__device__ __forceinline__ void gather_part(const ScopeView& scope, int32_t slot, int part, uint32_t* dst) {
+// One thread's share of a key, dims [32 part, 32 part + 32): loaded into registers while the
+// previous chunk is computed, stored to shared memory at the start of its own chunk.
+struct KeyPart {
+  uint4 raw[4];  // 32 fp8 codes in raw[0..1], or 32 bf16 rope values in raw[0..3]
+  float scale;   // 2^(tile's scale byte - 127), for fp8 parts
+  int32_t slot;  // -1: no key
+  bool valid;    // a key inside this split's range that takes part in the softmax
+};
+
+__device__ __forceinline__ void load_part(const ScopeView& scope, int32_t slot, int part, KeyPart& kp) {
+  kp.slot = slot;
+  if (slot < 0) return;
   const int64_t page = slot / scope.tokens_per_page, t = slot - page * scope.tokens_per_page;
   const uint8_t* base = scope.cache + page * scope.page_bytes;
   const uint8_t* data = base + t * kDataBytes;
   if (part * 32 < kNopeDims) {
     const uint8_t scale_byte = base[scope.tokens_per_page * kDataBytes + t * 8 + part / 2];
-    const float scale = kv_fp8::exp2i(static_cast<int>(scale_byte) - 127);
+    kp.scale = kv_fp8::exp2i(static_cast<int>(scale_byte) - 127);
     const uint4* src = reinterpret_cast<const uint4*>(data + part * 32);
-    const uint4 v[2] = {src[0], src[1]};
-    const uint32_t* words = reinterpret_cast<const uint32_t*>(v);
+    kp.raw[0] = src[0], kp.raw[1] = src[1];
+  } else {
+    const uint4* src = reinterpret_cast<const uint4*>(data + kNopeDims + (part * 32 - kNopeDims) * 2);
+    for (int i = 0; i < 4; ++i) kp.raw[i] = src[i];
+  }
+}
+
+// The part as 16 words of bf16 pairs: fp8 value * 2^(byte - 127) is exact in bf16.
+__device__ __forceinline__ void store_part(const KeyPart& kp, int part, uint32_t* dst) {
+  if (kp.slot < 0) {
+    for (int w = 0; w < 16; ++w) dst[w] = 0;
+  } else if (part * 32 < kNopeDims) {
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(kp.raw);
     for (int w = 0; w < 8; ++w)
       for (int b = 0; b < 4; b += 2) {
-        const uint32_t lo = kv_fp8::float_to_bf16(kv_fp8::fp8_e4m3_to_float((words[w] >> (8 * b)) & 0xffu) * scale);
-        const uint32_t hi = kv_fp8::float_to_bf16(kv_fp8::fp8_e4m3_to_float((words[w] >> (8 * b + 8)) & 0xffu) * scale);
+        const uint32_t lo = kv_fp8::float_to_bf16(kv_fp8::fp8_e4m3_to_float((words[w] >> (8 * b)) & 0xffu) * kp.scale);
+        const uint32_t hi = kv_fp8::float_to_bf16(kv_fp8::fp8_e4m3_to_float((words[w] >> (8 * b + 8)) & 0xffu) * kp.scale);
         dst[w * 2 + b / 2] = lo | (hi << 16);
       }
   } else {
-    const uint4* src = reinterpret_cast<const uint4*>(data + kNopeDims + (part * 32 - kNopeDims) * 2);
-    for (int i = 0; i < 4; ++i) {
-      const uint4 v = src[i];
-      dst[4 * i] = v.x, dst[4 * i + 1] = v.y, dst[4 * i + 2] = v.z, dst[4 * i + 3] = v.w;
-    }
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(kp.raw);
+    for (int w = 0; w < 16; ++w) dst[w] = words[w];
   }
 }
 
@@ -197,35 +216,35 @@ __global__ void __launch_bounds__(kThreads)
   float acc[kHeadsPerBlock][2];
   for (int h = 0; h < kHeadsPerBlock; ++h) acc[h][0] = acc[h][1] = 0.f;
 
-  for (int64_t base = begin; base < end; base += kKeysPerChunk) {
-    // 1. Gather.
-    {
-      const int key = tid / kPartsPerKey, part = tid % kPartsPerKey;
-      const int64_t v = base + key;
-      int32_t slot = -1;
-      const ScopeView* scope = &window;
-      if (v >= end) {
-        // past this split's keys: no key
-      } else if (v < window_len) {
-        slot = a.window.indices[row * a.window.width + v];
-      } else {
-        slot = a.extra.indices[row * a.extra.width + (v - window_len)];
-        scope = &extra;
-      }
-      uint32_t* dst = &k_s[key][part * 16];
-      if (slot >= 0) {
-        gather_part(*scope, slot, part, dst);
-      } else {
-        for (int w = 0; w < 16; ++w) dst[w] = 0;
-      }
-#if defined(DSV4H_MUTANT_MINUS_ONE_UNMASKED)
-      const bool valid = v < end;  // a -1 inside the length: a zero key with score 0
-#else
-      const bool valid = v < end && slot >= 0;
-#endif
-      if (part == 0) valid_s[key] = valid;
+  // This thread's part of key `v` of the row: its slot, loaded into registers.
+  const int key = tid / kPartsPerKey, part = tid % kPartsPerKey;
+  const auto fetch = [&](int64_t v, KeyPart& kp) {
+    int32_t slot = -1;
+    const ScopeView* scope = &window;
+    if (v >= end) {
+      // past this split's keys: no key
+    } else if (v < window_len) {
+      slot = a.window.indices[row * a.window.width + v];
+    } else {
+      slot = a.extra.indices[row * a.extra.width + (v - window_len)];
+      scope = &extra;
     }
+#if defined(DSV4H_MUTANT_MINUS_ONE_UNMASKED)
+    kp.valid = v < end;  // a -1 inside the length: a zero key with score 0
+#else
+    kp.valid = v < end && slot >= 0;
+#endif
+    load_part(*scope, slot, part, kp);
+  };
+  KeyPart next;
+  if (begin < end) fetch(begin + key, next);
+
+  for (int64_t base = begin; base < end; base += kKeysPerChunk) {
+    // 1. Store the chunk's keys (loaded during the previous chunk), then load the next chunk's.
+    store_part(next, part, &k_s[key][part * 16]);
+    if (part == 0) valid_s[key] = next.valid;
     __syncthreads();
+    if (base + kKeysPerChunk < end) fetch(base + kKeysPerChunk + key, next);
     // 2. Scores.
     {
       const int h = tid / kKeysPerChunk, key = tid % kKeysPerChunk;
