@@ -1,0 +1,51 @@
+// Launch wrapper of DeepSeek-V4's sparse attention (spec 3.4, 9.2): per query row and head, one
+// softmax with the head's sink over the row's window entries and its compressed entries, read from
+// MODEL1 FP8 pools (spec 4.1), output bf16 with the rope slice de-rotated, and the lse.
+#pragma once
+
+#include <cstdint>
+
+#include "portability.h"
+
+namespace dsv4h {
+
+// One pool and one scope's indices into it (the metadata's swa_page_indices / swa_topk_lengths,
+// c4_sparse_page_indices / c4_sparse_topk_lengths or c128_page_indices / c128_topk_lengths_clamp1).
+struct SparseAttentionScope {
+  const uint8_t* cache = nullptr;  // MODEL1 pages; nullptr: no such scope (ratio-0 layers' extra)
+  int64_t tokens_per_page = 0;     // 256 (SWA), 64 (C4), 2 (C128)
+  const int32_t* indices = nullptr;  // [rows, width]; -1 = invalid; columns >= the length not read
+  int64_t width = 0;
+  const int32_t* lengths = nullptr;  // [rows], in [0, width]
+};
+
+// bf16 values travel as their raw 16-bit patterns.
+struct SparseAttentionArgs {
+  const uint16_t* q = nullptr;  // [rows, heads, 512] bf16
+  SparseAttentionScope window, extra;
+  const float* sink = nullptr;        // [heads]
+  const int32_t* positions = nullptr; // [rows]: the rope position the output is de-rotated by
+  uint16_t* out = nullptr;            // [rows, heads, 512] bf16
+  float* lse = nullptr;               // [rows, heads]; -FLT_MAX for a row with no valid key
+  float* scratch = nullptr;           // [rows, heads, splits, 514] where splits > 1; else unused
+  int64_t scratch_floats = 0;
+  int64_t rows = 0;
+  int64_t heads = 0;           // a multiple of 16 (64 and 128 in the model)
+  int64_t compress_ratio = 0;  // 0, 4 or 128: picks the rope table (spec 2.4)
+  float scale = 0.044194173824159216f;  // 512^-0.5
+};
+
+// How many blocks share one (row, 16 heads)'s keys: enough for 256 blocks in all, at most 16.
+// harness/components/sparse_attention.cpp sizes the scratch by the same rule.
+inline int64_t sparse_attention_splits(int64_t rows, int64_t heads) {
+  const int64_t blocks = rows * (heads / 16);
+  if (blocks <= 0) return 1;
+  const int64_t splits = 256 / blocks;
+  return splits < 1 ? 1 : (splits > 16 ? 16 : splits);
+}
+
+// Throws std::invalid_argument (naming the field) on impossible sizes; enqueues one kernel on
+// `stream`, no host sync, so it can be captured in a graph.
+void launch_sparse_attention(const SparseAttentionArgs& args, hipStream_t stream);
+
+}  // namespace dsv4h
