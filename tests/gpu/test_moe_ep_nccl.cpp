@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +28,7 @@
 #else
 #include <nccl.h>
 #endif
+#include <nlohmann/json.hpp>
 
 #include "harness/compare.h"
 #include "harness/component.h"
@@ -194,16 +196,40 @@ bool wait_for_ranks(const std::vector<pid_t>& pids) {
   return passed;
 }
 
+// The result as gtest's JSON (one suite, one case Ranks<R>), so that ci/gpu-report.py collects it
+// with the gtest binaries' results.
+void write_result(const std::string& path, int ranks, int exit_code) {
+  if (path.empty()) return;
+  nlohmann::json test = {{"name", "Ranks" + std::to_string(ranks)}};
+  if (exit_code == kSkip) test["result"] = "SKIPPED";
+  if (exit_code != 0 && exit_code != kSkip)
+    test["failures"] = {{{"failure", "the all-reduced ranks disagree with the single-GPU run or the reference, or a "
+                                     "rank failed (exit " + std::to_string(exit_code) + "; the log says which)"}}};
+  std::ofstream out(path);
+  out << nlohmann::json{{"testsuites", {{{"name", "MoeExpertParallelNccl"}, {"testsuite", {test}}}}}}.dump(1) << "\n";
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+int run_ranks(int ranks, const std::string& case_text);
+
 int run(int argc, char** argv) {
   int ranks = 0;
+  std::string json;
   std::string case_text = "moe(tokens=53,hidden=256,inter=64,experts=8,topk=2,padded=0.2,seed=17)";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--ranks" && i + 1 < argc) ranks = std::atoi(argv[++i]);
     else if (arg == "--case" && i + 1 < argc) case_text = argv[++i];
-    else throw BadInput("usage: test_moe_ep_nccl --ranks R [--case 'moe(...)'], got '" + arg + "'");
+    else if (arg == "--json" && i + 1 < argc) json = argv[++i];
+    else throw BadInput("usage: test_moe_ep_nccl --ranks R [--case 'moe(...)'] [--json FILE], got '" + arg + "'");
   }
   if (ranks < 1 || ranks > 64) throw BadInput("--ranks: a number of ranks in [1, 64] is needed");
+  const int exit_code = run_ranks(ranks, case_text);
+  write_result(json, ranks, exit_code);
+  return exit_code;
+}
+
+int run_ranks(int ranks, const std::string& case_text) {
   const Case whole = parse_case(case_text);
   if (whole.component() != "moe") throw BadInput("--case: a moe case is needed, got " + case_text);
   Setup s{ranks, assigned_gpus(ranks), with_ranks(whole, 1, 0), {}, {}};
