@@ -9,6 +9,7 @@
 // (kernels/mhc.h says why), as the fp64 reference does; their fp64 error (the 4 * dim-term dot
 // products and 20 Sinkhorn passes, some 10^-13 relative even if the passes amplified it 1000-fold)
 // is under 10^-5 of an fp32 ulp, so the two roundings agree or are adjacent, as the classes state.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -147,9 +148,9 @@ void validate_inputs(const MhcCase& c, const TensorMap& inputs) {
       throw BadInput("mhc: input \"" + e.name + "\" is " + dtype_name(it->second.dtype()) +
                      shape_string(it->second.shape()) + ", the case needs " + dtype_name(e.dtype) + shape_string(e.shape));
   }
-  if (inputs.size() != specs.size())
-    for (const auto& [name, t] : inputs)
-      if (names.find(name) == std::string::npos) throw BadInput("mhc: unknown input \"" + name + "\" (inputs: " + names + ")");
+  for (const auto& [name, t] : inputs)
+    if (std::none_of(specs.begin(), specs.end(), [&](const Expected& e) { return e.name == name; }))
+      throw BadInput("mhc: unknown input \"" + name + "\" (inputs: " + names + ")");
 }
 
 TensorMap make_outputs(const MhcCase& c) {

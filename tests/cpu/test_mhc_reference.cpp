@@ -104,5 +104,14 @@ TEST(MhcComponent, WrongInputShapeIsBadInputNamingIt) {
       << run.result.message;
 }
 
+TEST(MhcComponent, UnknownInputIsBadInputNamingIt) {
+  const Case c = parse_case("mhc(op=0,tokens=2,dim=8)");
+  TensorMap inputs = mhc().make_inputs(c);
+  inputs["os"] = HostTensor(DType::f32, {1});
+  const CaseRun run = run_case(mhc(), c, nullptr, inputs);
+  EXPECT_EQ(run.result.status, CaseStatus::bad_input);
+  EXPECT_NE(run.result.message.find("unknown input \"os\""), std::string::npos) << run.result.message;
+}
+
 }  // namespace
 }  // namespace dsv4h
