@@ -148,9 +148,9 @@ void validate_inputs(const MhcCase& c, const TensorMap& inputs) {
       throw BadInput("mhc: input \"" + e.name + "\" is " + dtype_name(it->second.dtype()) +
                      shape_string(it->second.shape()) + ", the case needs " + dtype_name(e.dtype) + shape_string(e.shape));
   }
-  for (const auto& [name, t] : inputs)
-    if (std::none_of(specs.begin(), specs.end(), [&](const Expected& e) { return e.name == name; }))
-      throw BadInput("mhc: unknown input \"" + name + "\" (inputs: " + names + ")");
+  for (const auto& input : inputs)  // clang's C++17 lambdas cannot capture a structured binding
+    if (std::none_of(specs.begin(), specs.end(), [&](const Expected& e) { return e.name == input.first; }))
+      throw BadInput("mhc: unknown input \"" + input.first + "\" (inputs: " + names + ")");
 }
 
 TensorMap make_outputs(const MhcCase& c) {
