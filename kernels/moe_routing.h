@@ -1,6 +1,7 @@
 // Launch wrapper of the MoE routing (spec 2.5): sqrt-softplus scores of the gate logits, the top k
 // of score + bias (or, in hash layers, the experts tid2eid lists for the token id), and the routing
-// weights: the chosen scores normalised to sum 1 and multiplied by route_scale, once.
+// weights: the chosen scores normalised to sum 1. route_scale is not applied here: the MoE's
+// combine applies it, once (kernels/moe_combine.hip); the args carry it for a mutant only.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,7 @@ struct MoeRoutingArgs {
   float* topk_weights;     // [tokens, topk]
   int64_t tokens, experts, topk;
   bool hash;
-  double route_scale;
+  double route_scale;      // read only by DSV4H_MUTANT_ROUTING_ROUTE_SCALE_TWICE
 };
 
 // Throws (naming the field) on impossible sizes; enqueues one kernel on `stream`, no host sync.

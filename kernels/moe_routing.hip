@@ -1,7 +1,8 @@
 // MoE routing of DeepSeek-V4 (spec 2.5), in fp64 with the weights rounded once to fp32 (as the
 // mHC kernels, kernels/mhc.h: a few hundred scores per token, and the check stays exact):
 //   s = sqrt(softplus(logits)); ids = top-k of s + bias (bias for the choice only), or the token's
-//   row of tid2eid in hash layers; weights = s[ids] / sum(s[ids]) * route_scale (applied here, once).
+//   row of tid2eid in hash layers; weights = s[ids] / sum(s[ids]). route_scale is the MoE combine's
+//   (kernels/moe_combine.hip), applied there once.
 //
 // Design: one block per token (grid-stride over tokens). The threads compute the scores into
 // shared memory, then k rounds of a block-wide argmax over score + bias (ties to the lower id, as
@@ -9,8 +10,8 @@
 // One thread then normalises the k weights.
 //
 // Mutants, compiled in only when the build defines one of them; the suite must catch each:
-// DSV4H_MUTANT_BIAS_IN_WEIGHTS (weights from score + bias), DSV4H_MUTANT_ROUTE_SCALE_TWICE and
-// DSV4H_MUTANT_NOOP.
+// DSV4H_MUTANT_BIAS_IN_WEIGHTS (weights from score + bias), DSV4H_MUTANT_ROUTING_ROUTE_SCALE_TWICE
+// (route_scale folded into the weights: with the combine's, applied twice) and DSV4H_MUTANT_NOOP.
 #include "moe_routing.h"
 
 #include <stdexcept>
@@ -82,10 +83,10 @@ __global__ void __launch_bounds__(kThreads) moe_routing_kernel(MoeRoutingArgs ar
         total += weight[k];
       }
       for (int k = 0; k < topk; ++k) {
-#if defined(DSV4H_MUTANT_ROUTE_SCALE_TWICE)
-        const double w = weight[k] / total * args.route_scale * args.route_scale;
-#else
+#if defined(DSV4H_MUTANT_ROUTING_ROUTE_SCALE_TWICE)
         const double w = weight[k] / total * args.route_scale;
+#else
+        const double w = weight[k] / total;
 #endif
         args.topk_ids[t * topk + k] = chosen[k];
         args.topk_weights[t * topk + k] = static_cast<float>(w);

@@ -115,11 +115,11 @@ std::vector<int64_t> biased_topk(const Eigen::VectorXd& scores, const Eigen::Vec
   return {order.begin(), order.begin() + k};
 }
 
-Eigen::VectorXd routing_weights(const Eigen::VectorXd& scores, const std::vector<int64_t>& chosen, double route_scale) {
+Eigen::VectorXd routing_weights(const Eigen::VectorXd& scores, const std::vector<int64_t>& chosen) {
   double total = 0;
   for (int64_t e : chosen) total += scores(e);
   Eigen::VectorXd weights(static_cast<Eigen::Index>(chosen.size()));
-  for (size_t k = 0; k < chosen.size(); ++k) weights(static_cast<Eigen::Index>(k)) = scores(chosen[k]) / total * route_scale;
+  for (size_t k = 0; k < chosen.size(); ++k) weights(static_cast<Eigen::Index>(k)) = scores(chosen[k]) / total;
   return weights;
 }
 
@@ -133,11 +133,11 @@ Eigen::VectorXd moe_forward(const ModelConfig& c, const Weights& w, int64_t laye
   } else {
     chosen = biased_topk(scores, w.vector(p + "gate.bias"), c.n_activated_experts);
   }
-  const Eigen::VectorXd weights = routing_weights(scores, chosen, c.route_scale);
+  const Eigen::VectorXd weights = routing_weights(scores, chosen);
   Eigen::VectorXd y = Eigen::VectorXd::Zero(c.dim);
-  for (size_t k = 0; k < chosen.size(); ++k)
+  for (size_t k = 0; k < chosen.size(); ++k)  // the route scale, once, in the expert's weight
     y += expert_forward(w, p + "experts." + std::to_string(chosen[k]) + ".", x, c.swiglu_limit,
-                        weights(static_cast<Eigen::Index>(k)));
+                        weights(static_cast<Eigen::Index>(k)) * c.route_scale);
   return y + expert_forward(w, p + "shared_experts.", x, c.swiglu_limit, 1.0);
 }
 

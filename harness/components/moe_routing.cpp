@@ -1,8 +1,9 @@
 // Descriptor of `moe_routing`, the MoE's router (spec 2.5): sqrt-softplus scores of the gate logits,
 // the top-k of score + bias (the bias for the choice only) or, in hash layers, the experts tid2eid
-// lists for the token id; the weights normalised and scaled by route_scale, once, in this op (the
-// experts take them as given: model/block.h). The reference is the model's own. One of the per-op
-// checks the model's GPU forward is bisected with (issue 31).
+// lists for the token id; the weights normalised to sum 1. route_scale is applied once, by the MoE's
+// combine (harness/components/moe.cpp, kernels/moe_combine.hip), not here: the model's reference
+// applies it to each expert's weight (model/block.h). The reference is the model's own. One of the
+// per-op checks the model's GPU forward is bisected with (issue 31).
 //
 // Checks: topk_ids exact, in order (descending score + bias, ties to the lower id; hash: tid2eid's
 // order); topk_weights fp32_rounded_once. The kernel computes in fp64 and rounds the weights once,
@@ -39,7 +40,7 @@ struct Params {
     f("hash", hash, "1 = a hash layer: the experts are tid2eid[token id]");
     f("vocab", vocab, "rows of tid2eid (hash layers): 512 tiny, 129280 real");
     f("ties", ties, "1 = logits on a coarse grid and no bias: many exact ties, broken to the lower id");
-    f("route_scale", route_scale, "route_scale: 1.5 tiny and Flash, 2.5 Pro");
+    f("route_scale", route_scale, "route_scale (1.5 tiny and Flash, 2.5 Pro): the combine's; here only the mutant folds it in");
   }
 };
 using RoutingCase = CaseOf<Params>;
@@ -138,7 +139,7 @@ void run_reference(const RoutingCase& c, const TensorMap& inputs, TensorMap& out
     } else {
       chosen = model::biased_topk(scores, bias, c.topk);
     }
-    const Eigen::VectorXd weights = model::routing_weights(scores, chosen, c.route_scale);
+    const Eigen::VectorXd weights = model::routing_weights(scores, chosen);
     for (int64_t k = 0; k < c.topk; ++k) {
       outputs.at("topk_ids").data<int32_t>()[t * c.topk + k] = static_cast<int32_t>(chosen[static_cast<size_t>(k)]);
       outputs.at("topk_weights").set(t * c.topk + k, weights(k));
@@ -201,7 +202,7 @@ void launch(const RoutingCase& c, const DeviceTensorMap& inputs, DeviceTensorMap
 Component moe_routing_component() {
   Descriptor<Params> d;
   d.name = "moe_routing";
-  d.summary = "MoE router: sqrt-softplus scores, bias top-k (bias for the choice only) or tid2eid hash, weights * route_scale once";
+  d.summary = "MoE router: sqrt-softplus scores, bias top-k (bias for the choice only) or tid2eid hash, normalised weights";
   d.verify_cases = {
       // The tiny config (8 experts, top-2, layer 0 hashed), Flash (256, top-6, 1.5), Pro (384, top-6, 2.5).
       "moe_routing(tokens=1,experts=8,topk=2)",
@@ -220,7 +221,7 @@ Component moe_routing_component() {
   d.replay_case = "moe_routing(tokens=1,experts=256,topk=6)";
   d.mutants = {
       DSV4H_MUTANT(bias_in_weights, "moe_routing.hip", "the weights from score + bias: the bias is for the choice only"),
-      DSV4H_MUTANT(route_scale_twice, "moe_routing.hip", "route_scale applied twice"),
+      DSV4H_MUTANT(routing_route_scale_twice, "moe_routing.hip", "route_scale folded into the routing weights: with the combine's, applied twice"),
   };
   d.make_inputs = make_inputs;
   d.validate_inputs = validate_inputs;
