@@ -95,33 +95,49 @@ Eigen::VectorXd expert_forward(const Weights& w, const std::string& p, const Eig
   return w.matrix(p + "w2.weight") * (weight * act.row(0).transpose());
 }
 
-Eigen::VectorXd moe_forward(const ModelConfig& c, const Weights& w, int64_t layer, const std::string& p,
-                            const Eigen::VectorXd& x, int64_t token_id) {
-  const Eigen::VectorXd logits = w.matrix(p + "gate.weight") * x;
+Eigen::VectorXd sqrt_softplus_scores(const Eigen::VectorXd& logits) {
   Eigen::VectorXd scores(logits.size());
   for (int64_t e = 0; e < logits.size(); ++e) {
     const double l = logits(e);
     const double softplus = l > 30 ? l : std::log1p(std::exp(l));
     scores(e) = std::sqrt(softplus);
   }
+  return scores;
+}
+
+std::vector<int64_t> biased_topk(const Eigen::VectorXd& scores, const Eigen::VectorXd& bias, int64_t k) {
+  const Eigen::VectorXd biased = scores + bias;
+  std::vector<int64_t> order(static_cast<size_t>(scores.size()));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
+    return biased(a) != biased(b) ? biased(a) > biased(b) : a < b;
+  });
+  return {order.begin(), order.begin() + k};
+}
+
+Eigen::VectorXd routing_weights(const Eigen::VectorXd& scores, const std::vector<int64_t>& chosen) {
+  double total = 0;
+  for (int64_t e : chosen) total += scores(e);
+  Eigen::VectorXd weights(static_cast<Eigen::Index>(chosen.size()));
+  for (size_t k = 0; k < chosen.size(); ++k) weights(static_cast<Eigen::Index>(k)) = scores(chosen[k]) / total;
+  return weights;
+}
+
+Eigen::VectorXd moe_forward(const ModelConfig& c, const Weights& w, int64_t layer, const std::string& p,
+                            const Eigen::VectorXd& x, int64_t token_id) {
+  const Eigen::VectorXd scores = sqrt_softplus_scores(w.matrix(p + "gate.weight") * x);
   std::vector<int64_t> chosen;
   if (layer < c.n_hash_layers) {
     const auto table = w.matrix(p + "gate.tid2eid");
     for (int64_t k = 0; k < c.n_activated_experts; ++k) chosen.push_back(static_cast<int64_t>(table(token_id, k)));
-  } else {  // the bias moves the choice only, never the weights
-    const Eigen::VectorXd biased = scores + w.vector(p + "gate.bias");
-    std::vector<int64_t> order(static_cast<size_t>(c.n_routed_experts));
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + c.n_activated_experts, order.end(), [&](int64_t a, int64_t b) {
-      return biased(a) != biased(b) ? biased(a) > biased(b) : a < b;
-    });
-    chosen.assign(order.begin(), order.begin() + c.n_activated_experts);
+  } else {
+    chosen = biased_topk(scores, w.vector(p + "gate.bias"), c.n_activated_experts);
   }
-  double total = 0;
-  for (int64_t e : chosen) total += scores(e);
+  const Eigen::VectorXd weights = routing_weights(scores, chosen);
   Eigen::VectorXd y = Eigen::VectorXd::Zero(c.dim);
-  for (int64_t e : chosen)  // the route scale, once, in the routing weight
-    y += expert_forward(w, p + "experts." + std::to_string(e) + ".", x, c.swiglu_limit, scores(e) / total * c.route_scale);
+  for (size_t k = 0; k < chosen.size(); ++k)  // the route scale, once, in the expert's weight
+    y += expert_forward(w, p + "experts." + std::to_string(chosen[k]) + ".", x, c.swiglu_limit,
+                        weights(static_cast<Eigen::Index>(k)) * c.route_scale);
   return y + expert_forward(w, p + "shared_experts.", x, c.swiglu_limit, 1.0);
 }
 

@@ -7,6 +7,7 @@
 #include <Eigen/Dense>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/config.h"
 #include "model/weights.h"
@@ -27,6 +28,15 @@ Eigen::VectorXd hc_pre(const Eigen::VectorXd& h, const Weights& w, const std::st
 Eigen::VectorXd hc_post(const Eigen::VectorXd& x, const Eigen::VectorXd& residual, const HcMix& mix, int64_t dim);
 // The head's reduction: sigmoid weights (no Sinkhorn) over the streams; `prefix` "" or "mtp.M.".
 Eigen::VectorXd hc_head(const Eigen::VectorXd& h, const Weights& w, const std::string& prefix, const ModelConfig& config);
+
+// The MoE's routing (spec 2.5), one token: the sqrt-softplus scores of the gate's logits; the top k
+// of score + bias (the bias moves the choice only; ties to the lower expert id), in descending
+// order; and the weights of the chosen experts, their scores normalised to sum 1. The route scale
+// is not in them: moe_forward applies it once, to each expert's weight, as the GPU path's MoE
+// combine does (kernels/moe_combine.hip).
+Eigen::VectorXd sqrt_softplus_scores(const Eigen::VectorXd& logits);
+std::vector<int64_t> biased_topk(const Eigen::VectorXd& scores, const Eigen::VectorXd& bias, int64_t k);
+Eigen::VectorXd routing_weights(const Eigen::VectorXd& scores, const std::vector<int64_t>& chosen);
 
 // The MoE of layer `layer` (weights under "layers.L.ffn." / "mtp.M.ffn.") for one token.
 Eigen::VectorXd moe_forward(const ModelConfig& config, const Weights& w, int64_t layer, const std::string& prefix,
