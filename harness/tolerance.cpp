@@ -173,7 +173,12 @@ DistributionBound distribution_bound(const OutputCheck& check) {
 }
 
 double distribution_ulp(const OutputCheck& check, DType dtype, double scale) {
-  return dtype_ulp(dtype, check.tolerance == ToleranceClass::fp32_lse ? std::max(std::fabs(scale), 1.0) : scale);
+  switch (check.tolerance) {
+    case ToleranceClass::bf16_rounded_once: return dtype_ulp(DType::bf16, scale);
+    case ToleranceClass::fp8_quantised: return dtype_ulp(DType::fp8_e4m3, scale);
+    case ToleranceClass::fp32_lse: return dtype_ulp(dtype, std::max(std::fabs(scale), 1.0));
+    default: return dtype_ulp(dtype, scale);
+  }
 }
 
 }  // namespace dsv4h

@@ -54,7 +54,9 @@ struct DistributionBound {
 DistributionBound distribution_bound(const OutputCheck& check);
 
 // The ulp the mean signed error counts in, for an element whose scale is `scale` (its expected
-// value; its row's RMS under row_rel_l2): the dtype's ulp there, for fp32_lse at max(|scale|, 1).
+// value; its row's RMS under row_rel_l2): the ulp of the precision the class rounds to (bf16's for
+// bf16_rounded_once, e4m3's for fp8_quantised, also where an f32 output holds those values), else
+// the dtype's; for fp32_lse at max(|scale|, 1).
 double distribution_ulp(const OutputCheck& check, DType dtype, double scale);
 
 }  // namespace dsv4h

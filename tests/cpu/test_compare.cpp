@@ -281,6 +281,27 @@ TEST(CompareDistribution, RoundingUpIsCaughtRoundingToNearestIsNot) {
   EXPECT_TRUE(few.passed());
 }
 
+// An f32 output holding e4m3 values (the indexer's quantised query) counts its errors in e4m3 ulps:
+// one code flip at a rounding midpoint among 1000 elements is no bias (in f32 ulps it was a mean of
+// -32, found on the H100); every element one code up is.
+TEST(CompareDistribution, Fp8ValuesInAnF32OutputCountE4m3Ulps) {
+  HostTensor expected(DType::f32, {1000}), one_flip(DType::f32, {1000}), all_up(DType::f32, {1000});
+  for (int64_t i = 0; i < 1000; ++i) {
+    const double v = 1.0 + static_cast<double>(i % 8) / 8;  // e4m3 values in [1, 2): ulp 1/8
+    expected.set(i, v);
+    one_flip.set(i, i == 500 ? v - 0.125 : v);
+    all_up.set(i, v + 0.125);
+  }
+  const OutputCheck check = check_of(ToleranceClass::fp8_quantised);
+  const OutputComparison flip = compare_output("q", expected, Poison::a, one_flip, Poison::a, check);
+  EXPECT_TRUE(flip.passed()) << flip.summary();
+  EXPECT_NEAR(flip.mean_signed_error_ulps, -0.001, 1e-12);
+  const OutputComparison up = compare_output("q", expected, Poison::a, all_up, Poison::a, check);
+  EXPECT_EQ(up.value_mismatches, 0) << "every element is within its 1-ulp bound";
+  EXPECT_FALSE(up.passed()) << up.summary();
+  EXPECT_NEAR(up.mean_signed_error_ulps, 1.0, 1e-12);
+}
+
 // The silu_round_up mutant (kernels/filtered_silu_mul.hip), emulated: the reference's fp32 result,
 // as the kernel computes it, rounded toward +inf. Only the distribution check fails.
 TEST(CompareDistribution, CatchesTheSiluRoundUpMutant) {
