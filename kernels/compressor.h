@@ -21,8 +21,16 @@ struct CompressorArgs {
   const int32_t* out_loc;    // [batch * tokens] the pool slot of the entry a token completes
   uint8_t* pool;             // pages of MODEL1 (dims 512: 64 entries for ratio 4, 2 for 128) or indexer entries (64)
   float* ring_out;           // [(batch + 1) * R, 2 * coff * dims]: the rows of the step's last min(extend_len, R) tokens
-  int64_t ratio = 4, dims = 512, batch = 0, tokens = 0, pool_slots = 0;
+  int64_t ratio = 4, dims = 512, batch = 0, tokens = 0;
+  int64_t pool_slots = 0;    // the entries `pool` holds: an out_loc outside [0, pool_slots) writes nothing
 };
+
+// The pages the kernel packs entries into: MODEL1 (dims 512) 64 entries a page for ratio 4 and 2
+// for 128, each page padded to a multiple of 576 bytes; indexer keys (dims 128) 64 entries of 132 bytes.
+struct CompressorPoolPages {
+  int64_t entries, bytes;
+};
+CompressorPoolPages compressor_pool_pages(int64_t ratio, int64_t dims);
 
 // Throws std::invalid_argument (naming the field) on sizes the kernels do not take; enqueues two
 // kernels on `stream` (emission, then the ring rows), no host synchronisation.

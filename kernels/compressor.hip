@@ -22,8 +22,8 @@
 //   midpoint. The cost: a C4 token (d 512) is 8 KB of fp32 read, 2.4 ns at 3.35 TB/s, and 1024
 //   channel-candidates of ~30 fp64 operations (the exponential most), 0.9 ns at the H100's 34
 //   TFLOP/s of vector fp64: the arithmetic fits under the reads only if it overlaps them well,
-//   which the benchmark (not yet run) must show; the fallback is fp32 pooling with an fp64
-//   finish, at the price of the pool check's exactness.
+//   which the benchmark must show; the fallback is fp32 pooling with an fp64 finish, at the
+//   price of the pool check's exactness.
 // - The pack (MODEL1: 7 tiles of 64 fp8 with ue8m0 scale bytes, 64 bf16 rope; indexer: 128 fp8
 //   and an fp32 power-of-two scale) uses the pool's own conversions (kv_pool_fp8.h), bit-exact with
 //   the CPU pack.
@@ -198,6 +198,7 @@ __global__ void __launch_bounds__(kMaxThreads) compressor_emit(Params p) {
   sync_block();
 
   const int slot = a.out_loc[static_cast<int64_t>(b) * a.tokens + (emitter - start)];
+  if (slot < 0 || slot >= a.pool_slots) return;  // the whole block: one entry, no barrier follows unmet
   uint8_t* page = a.pool + static_cast<int64_t>(slot / p.page_entries) * p.page_bytes;
   const int e = slot % p.page_entries;
   if (dims == 512) {
@@ -272,6 +273,11 @@ void yarn_frequencies(double (&freqs)[kRopePairs]) {
 
 }  // namespace
 
+CompressorPoolPages compressor_pool_pages(int64_t ratio, int64_t dims) {
+  const int64_t entries = dims == 128 || ratio == 4 ? 64 : 2;
+  return {entries, dims == 128 ? entries * 132 : (entries * 584 + 575) / 576 * 576};
+}
+
 void launch_compressor(const CompressorArgs& args, hipStream_t stream) {
   require(args.ratio == 4 || args.ratio == 128, "ratio must be 4 or 128, got " + std::to_string(args.ratio));
   require(args.dims == 512 || (args.dims == 128 && args.ratio == 4), "dims must be 512, or 128 with ratio 4");
@@ -286,8 +292,9 @@ void launch_compressor(const CompressorArgs& args, hipStream_t stream) {
   yarn_frequencies(p.freqs);
   p.width = static_cast<int>((args.ratio == 4 ? 2 : 1) * args.dims);
   p.ring_rows = args.ratio == 4 ? 8 : 128;
-  p.page_entries = args.dims == 128 || args.ratio == 4 ? 64 : 2;
-  p.page_bytes = args.dims == 128 ? p.page_entries * 132 : (p.page_entries * 584 + 575) / 576 * 576;
+  const CompressorPoolPages pages = compressor_pool_pages(args.ratio, args.dims);
+  p.page_entries = static_cast<int>(pages.entries);
+  p.page_bytes = pages.bytes;
   // A request completes at most tokens / ratio + 1 blocks in a step (late: one more can start).
   const dim3 emit_grid(static_cast<unsigned>(args.tokens / args.ratio + 1 + kLate), static_cast<unsigned>(args.batch));
   compressor_emit<<<emit_grid, static_cast<unsigned>(args.dims), 0, stream>>>(p);

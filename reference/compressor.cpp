@@ -85,10 +85,6 @@ std::vector<Candidate> gather(const CompressorConfig& config, int64_t block, Row
 
 int compressor_series(int ratio) { return ratio == 4 ? 2 : 1; }
 int compressor_ring_rows(int ratio) { return ratio == 4 ? 8 : 128; }
-int compressor_state_floats(const CompressorConfig& config) {
-  return 2 * compressor_series(config.ratio) * config.dims;
-}
-
 void check_compressor_config(const CompressorConfig& config) {
   if (config.ratio != 4 && config.ratio != 128) throw std::invalid_argument("compressor: ratio must be 4 or 128");
   if (config.dims != kModel1Dims && config.dims != kIndexerDims)

@@ -43,7 +43,6 @@ constexpr double kCompressorNormEps = 1e-6;
 
 int compressor_series(int ratio);          // coff: 2 for ratio 4, 1 for ratio 128
 int compressor_ring_rows(int ratio);       // the state ring: 8 for ratio 4, 128 for ratio 128
-int compressor_state_floats(const CompressorConfig& config);  // a ring row: [kv | score], 2 coff d
 
 // Throws std::invalid_argument unless ratio is 4 or 128, dims 512 or 128, and dims 128 only with
 // ratio 4 (the indexer exists on ratio-4 layers only).

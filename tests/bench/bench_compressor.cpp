@@ -109,7 +109,8 @@ CompressorArgs args_for(const Pool& p, const Step& s, int64_t ratio, int64_t bat
   a.dims = kDims;
   a.batch = batch;
   a.tokens = tokens;
-  a.pool_slots = static_cast<int64_t>(p.pool.bytes() / 864);  // C128's pages of 2 entries: 864 bytes an entry
+  const CompressorPoolPages pages = compressor_pool_pages(ratio, kDims);
+  a.pool_slots = static_cast<int64_t>(p.pool.bytes()) / pages.bytes * pages.entries;
   return a;
 }
 

@@ -85,7 +85,7 @@ std::vector<uint8_t> run_chunks(const Sequence& s, const std::vector<int64_t>& s
     a.dims = s.dims;
     a.batch = 1;
     a.tokens = end - start;
-    a.pool_slots = s.slots + s.page_entries;
+    a.pool_slots = static_cast<int64_t>(s.pool_bytes() / s.page_bytes * s.page_entries);
     launch_compressor(a, stream);
     DSV4H_HIP_CHECK(hipStreamSynchronize(stream));
     std::swap(ring, ring_out);
