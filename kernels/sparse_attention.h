@@ -27,7 +27,7 @@ struct SparseAttentionArgs {
   const int32_t* positions = nullptr; // [rows]: the rope position the output is de-rotated by
   uint16_t* out = nullptr;            // [rows, heads, 512] bf16
   float* lse = nullptr;               // [rows, heads]; -FLT_MAX for a row with no valid key
-  float* scratch = nullptr;           // [rows, heads, splits, 514] where splits > 1; else unused
+  float* scratch = nullptr;           // [rows, heads, splits, 514] where splits > 1 (sparse_attention_splits); else unused
   int64_t scratch_floats = 0;
   int64_t rows = 0;
   int64_t heads = 0;           // a multiple of 16 (64 and 128 in the model)
@@ -35,13 +35,17 @@ struct SparseAttentionArgs {
   float scale = 0.044194173824159216f;  // 512^-0.5
 };
 
-// How many blocks share one (row, 16 heads)'s keys: enough for 256 blocks in all, at most 16.
-// harness/components/sparse_attention.cpp sizes the scratch by the same rule.
-inline int64_t sparse_attention_splits(int64_t rows, int64_t heads) {
-  const int64_t blocks = rows * (heads / 16);
-  if (blocks <= 0) return 1;
-  const int64_t splits = 256 / blocks;
+// How many blocks share one (row, 16 heads)'s keys, a function of the row's own key count only (so
+// that a row's result never depends on the batch it is in): one split per 256 keys, at most 16.
+// The grid has the splits of the widest possible row, window width + extra width; a row with fewer
+// keys leaves the extra splits empty. harness/components/sparse_attention.cpp sizes the scratch by
+// this rule.
+__host__ __device__ inline int64_t sparse_attention_row_splits(int64_t keys) {
+  const int64_t splits = (keys + 255) / 256;
   return splits < 1 ? 1 : (splits > 16 ? 16 : splits);
+}
+inline int64_t sparse_attention_splits(int64_t window_width, int64_t extra_width) {
+  return sparse_attention_row_splits(window_width + extra_width);
 }
 
 // Throws std::invalid_argument (naming the field) on impossible sizes; enqueues one kernel on

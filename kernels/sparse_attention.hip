@@ -18,10 +18,14 @@
 //      chunk's scores into weights exp(s - m) and the old accumulators' factor exp(m_old - m);
 //   4. accumulate: each thread owns two dims (a bf16 pair) of all 16 heads' outputs (32 fp32
 //      accumulators) and adds weight x value over the chunk's keys.
-// Few rows (fewer than 256 blocks) leave the card idle, so the keys are split over up to 16 blocks
-// (blockIdx.z, whole chunks each): each leaves its m, l and accumulators in the caller's scratch
-// and a second kernel merges them (sparse_attention_splits says how many; one split writes the
-// output directly).
+// A row's keys are split over up to 16 blocks (blockIdx.z, whole chunks each, one split per 256
+// keys): each leaves its m, l and accumulators in the caller's scratch and a second kernel merges
+// them in split order. The split count is a function of the row's own key count
+// (sparse_attention_row_splits), never of the batch size, so that a row's result is the same in
+// any batch (the batch-invariance relation compares runs bitwise); the grid has the widest
+// possible row's splits and a shorter row's extra splits are empty and skipped by the merge. When
+// no row can have more than 256 keys, one split writes the output directly: it is the merge of
+// one split bit for bit (weight exp(0) = 1, l * 1 + 0 = l, acc * 1 + 0 = acc, acc never -0).
 // At the end o = acc / l * 1 / (1 + exp(sink - lse)), lse = m + log l, with the sigmoid written so
 // that a large sink gives a tiny factor, not inf / inf. A row with no valid key (l = 0) writes 0
 // and lse = -FLT_MAX (the reference's finite stand-in for log 0). The threads owning the rope dims
@@ -31,7 +35,8 @@
 // causal), so this kernel also computes them; sharing keys between a request's rows is left to a
 // prefill kernel.
 //
-// Mutants (issue 30) are compiled in only under DSV4H_MUTANT_<NAME>.
+// Mutants (issue 30) are compiled in only under DSV4H_MUTANT_<NAME>; NOOP returns at once from both
+// kernels (on a condition of the arguments, so that the compiler keeps the rest).
 #include "sparse_attention.h"
 
 #include <cfloat>
@@ -179,6 +184,9 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float p_s[kHeadsPerBlock][kKeysPerChunk];
   __shared__ float alpha_s[kHeadsPerBlock], m_s[kHeadsPerBlock], l_s[kHeadsPerBlock];
   __shared__ int valid_s[kKeysPerChunk];
+#if defined(DSV4H_MUTANT_NOOP)
+  if (a.rows >= 0) return;
+#endif
 
   const int tid = threadIdx.x;
   const int64_t row = blockIdx.y;
@@ -204,7 +212,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t total = window_len + extra_len;
   // This split's keys: whole chunks, [begin, end).
   const int64_t chunks = (total + kKeysPerChunk - 1) / kKeysPerChunk;
-  const int64_t chunks_per_split = (chunks + gridDim.z - 1) / gridDim.z;
+  const int64_t row_splits = sparse_attention_row_splits(total);  // splits z >= row_splits are empty
+  const int64_t chunks_per_split = (chunks + row_splits - 1) / row_splits;
   const int64_t begin = blockIdx.z * chunks_per_split * kKeysPerChunk;
   const int64_t end = begin + chunks_per_split * kKeysPerChunk < total ? begin + chunks_per_split * kKeysPerChunk : total;
 #if defined(DSV4H_MUTANT_SCALE_448)
@@ -313,6 +322,9 @@ __global__ void __launch_bounds__(kThreads)
 // The splits of one (row, 16 heads) merged: M = max m_z, L = sum l_z e^(m_z - M), the same weights
 // on the accumulators; then written as the single-split kernel writes them.
 __global__ void __launch_bounds__(kThreads) sparse_attention_combine(SparseAttentionArgs a, RopeTable rope, int splits) {
+#if defined(DSV4H_MUTANT_NOOP)
+  if (a.rows >= 0) return;
+#endif
   const int tid = threadIdx.x;
   const int64_t row = blockIdx.y;
   const int64_t head0 = static_cast<int64_t>(blockIdx.x) * kHeadsPerBlock;
@@ -325,7 +337,8 @@ __global__ void __launch_bounds__(kThreads) sparse_attention_combine(SparseAtten
     if (m != -INFINITY)
       for (int z = 0; z < splits; ++z) {
         const float* pz = part + z * kPartFloats;
-        const float w = expf(pz[kDims] - m);  // 0 for a split without keys (m_z = -inf)
+        if (pz[kDims] == -INFINITY) continue;  // a split without keys, e.g. past the row's own splits
+        const float w = expf(pz[kDims] - m);
         l = fmaf(w, pz[kDims + 1], l);
         acc0 = fmaf(w, pz[2 * tid], acc0);
         acc1 = fmaf(w, pz[2 * tid + 1], acc1);
@@ -364,7 +377,7 @@ void launch_sparse_attention(const SparseAttentionArgs& a, hipStream_t stream) {
   if (!a.window.cache || a.window.tokens_per_page <= 0 || a.window.width <= 0) throw bad("window: cache, tokens_per_page and width needed");
   if (a.extra.cache && (a.extra.tokens_per_page <= 0 || a.extra.width <= 0)) throw bad("extra: tokens_per_page and width needed");
   if (a.rows == 0) return;
-  const int64_t splits = sparse_attention_splits(a.rows, a.heads);
+  const int64_t splits = sparse_attention_splits(a.window.width, a.extra.cache ? a.extra.width : 0);
   if (splits > 1 && (!a.scratch || a.scratch_floats < a.rows * a.heads * splits * kPartFloats))
     throw bad("scratch must hold rows * heads * " + std::to_string(splits) + " splits * 514 floats");
   if (!a.q || !a.sink || !a.positions || !a.out || !a.lse || !a.window.indices || !a.window.lengths ||

@@ -327,8 +327,15 @@ TensorMap pad_batch(const IndexerCase& c, const TensorMap& inputs, int64_t bucke
   if (bucket < c.bs) throw BadInput("indexer: bucket " + std::to_string(bucket) + " < bs " + std::to_string(c.bs));
   TensorMap padded;
   for (const auto& [name, real] : inputs) {
-    if (name == "indexer_cache") {
-      padded.emplace(name, real);
+    if (name == "indexer_cache") {  // grown (zero pages, never read) to the bucket's pool: graph
+                                     // replay uploads it into the buffer captured at the bucket
+      const Case bucket_case = c.untyped().with("bs", std::to_string(bucket));
+      Shape shape = real.shape();
+      shape[0] = std::max(shape[0], sizes_of(IndexerCase(bucket_case)).pool_pages);
+      HostTensor t(real.dtype(), shape);
+      std::memset(t.bytes(), 0, static_cast<size_t>(t.nbytes()));
+      std::memcpy(t.bytes(), real.bytes(), real.nbytes());
+      padded.emplace(name, std::move(t));
       continue;
     }
     Shape shape = real.shape();

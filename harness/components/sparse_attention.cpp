@@ -89,19 +89,41 @@ Sizes sizes_of(const AttnCase& c) {
   return s;
 }
 
-// A pool of `entries` used slots and a few spare ones, each slot a random latent, and the used
-// slots in random order.
+// Pool capacities in keys: a bound on the distinct keys of the case's rows that depends on its
+// parameters only, not on the random positions, so that pad_batch can grow a batch's pools to
+// exactly the bucket's (graph replay uploads them into the buffers captured at the bucket). Decode
+// rows are distinct requests (each at most its per-row count); prefill rows share request 0's keys.
+struct Capacities {
+  int64_t swa = 0, extra = 0;
+};
+
+Capacities capacities_of(const AttnCase& c) {
+  Capacities cap;
+  cap.swa = c.prefill ? std::min(c.ctx, c.bs + kWindow) : c.bs * std::min(c.ctx, kWindow);
+  if (c.ratio == 4) cap.extra = c.bs * std::min(c.ctx / 4, c.index_topk);
+  if (c.ratio == 4 && c.prefill) cap.extra = std::min(cap.extra, c.ctx / 4);
+  if (c.ratio == 128) cap.extra = c.prefill ? c.ctx / 128 : c.bs * (c.ctx / 128);
+  return cap;
+}
+
+// A pool's bytes: pages for `capacity` keys and at least one spare slot.
+int64_t pool_bytes(int64_t capacity, int64_t page_tokens) {
+  return (capacity + 1 + page_tokens - 1) / page_tokens * reference::model1_page_bytes(page_tokens);
+}
+
+// A pool with room for `capacity` keys (pool_bytes), each slot a random latent, and `entries`
+// used slots in random order.
 struct Pool {
   HostTensor bytes;
   std::vector<int32_t> slots;
   int64_t slot_count = 0;
 };
 
-Pool make_pool(int64_t entries, int64_t page_tokens, Rng& rng) {
+Pool make_pool(int64_t entries, int64_t capacity, int64_t page_tokens, Rng& rng) {
   Pool pool;
-  const int64_t pages = (entries + 1 + page_tokens - 1) / page_tokens;  // at least one spare slot
-  pool.slot_count = pages * page_tokens;
   const int64_t page_bytes = reference::model1_page_bytes(page_tokens);
+  const int64_t pages = pool_bytes(capacity, page_tokens) / page_bytes;
+  pool.slot_count = pages * page_tokens;
   pool.bytes = HostTensor(DType::u8, {pages * page_bytes});
   std::vector<uint16_t> latent(kDims);
   for (int64_t slot = 0; slot < pool.slot_count; ++slot) {
@@ -168,8 +190,9 @@ TensorMap make_inputs(const AttnCase& c) {
     }
     for (int64_t entry : extra_entries[n]) extra_ids.of(requests[n], entry);
   }
-  Pool swa = make_pool(static_cast<int64_t>(swa_ids.ids.size()), kSwaPageTokens, rng);
-  Pool extra = s.has_extra ? make_pool(static_cast<int64_t>(extra_ids.ids.size()), s.extra_page_tokens, rng) : Pool{};
+  const Capacities cap = capacities_of(c);
+  Pool swa = make_pool(static_cast<int64_t>(swa_ids.ids.size()), cap.swa, kSwaPageTokens, rng);
+  Pool extra = s.has_extra ? make_pool(static_cast<int64_t>(extra_ids.ids.size()), cap.extra, s.extra_page_tokens, rng) : Pool{};
 
   HostTensor swa_indices(DType::i32, {c.bs, kWindow}), swa_lengths(DType::i32, {c.bs}), pos_t(DType::i32, {c.bs});
   HostTensor extra_indices(DType::i32, {c.bs, s.extra_width}), extra_lengths(DType::i32, {c.bs});
@@ -316,12 +339,14 @@ void validate_inputs(const AttnCase& c, const TensorMap& inputs) {
 }
 
 // The kernel's split over keys (kernels/sparse_attention.h, sparse_attention_splits: the same rule):
-// with few rows, up to 16 blocks share a row's keys and leave their partial softmax state (512
-// accumulators, max, sum per head) in `scratch` for a second kernel to merge. The scratch is the
-// kernel's working memory, no reader's: unchecked. One split needs none (a one-element stand-in).
+// one split per 256 keys of the widest possible row (window + extra width, never bs, so that a
+// row's result does not depend on its batch), at most 16; the splits leave their partial softmax
+// state (512 accumulators, max, sum per head) in `scratch` for a second kernel to merge. The
+// scratch is the kernel's working memory, no reader's: unchecked. One split needs none (a
+// one-element stand-in).
 int64_t splits_of(const AttnCase& c) {
-  const int64_t blocks = c.bs * (c.heads / 16);
-  return blocks <= 0 ? 1 : std::clamp<int64_t>(256 / blocks, 1, 16);
+  const int64_t keys = kWindow + sizes_of(c).extra_width;
+  return std::clamp<int64_t>((keys + 255) / 256, 1, 16);
 }
 constexpr int64_t kPartFloats = kDims + 2;
 
@@ -331,7 +356,9 @@ Shape scratch_shape(const AttnCase& c) {
 }
 
 TensorMap make_outputs(const AttnCase& c) {
-  return {{"out", HostTensor(DType::bf16, {c.bs, c.heads, kDims})},
+  // out's rows are (query row, head) pairs: its check (row_rel_l2, per row) is per head, as its
+  // derivation in checks(), so that one wrong head is not diluted by the row's other heads.
+  return {{"out", HostTensor(DType::bf16, {c.bs * c.heads, kDims})},
           {"lse", HostTensor(DType::f32, {c.bs, c.heads})},
           {"scratch", HostTensor(DType::f32, scratch_shape(c))}};
 }
@@ -351,13 +378,26 @@ void run_reference(const AttnCase& c, const TensorMap& inputs, TensorMap& output
 }
 
 // A captured graph's padded rows are spec 6.2's padding rows (position 0, lengths 1) whose only
-// index is -1: rows with no valid key, which must come out 0 with a finite lse, not NaN.
+// index is -1: rows with no valid key, which must come out 0 with a finite lse, not NaN. The pools
+// grow (zero pages, never read) to the bucket's capacity: every padded input has the bucket's shape.
 TensorMap pad_batch(const AttnCase& c, const TensorMap& inputs, int64_t bucket) {
   if (bucket < c.bs) throw BadInput("sparse_attention: bucket " + std::to_string(bucket) + " < bs");
+  const Sizes s = sizes_of(c);
+  const Case bucket_case = c.untyped().with("bs", std::to_string(bucket));
+  const Capacities cap = capacities_of(AttnCase(bucket_case));
   TensorMap padded;
   for (const auto& [name, t] : inputs) {
-    if (name == "sink" || name == "swa_cache" || name == "extra_cache") {
+    if (name == "sink") {
       padded.emplace(name, t);
+      continue;
+    }
+    if (name == "swa_cache" || name == "extra_cache") {
+      const int64_t bytes = name == "swa_cache" ? pool_bytes(cap.swa, kSwaPageTokens) : pool_bytes(cap.extra, s.extra_page_tokens);
+      if (bytes < t.numel()) throw BadInput("sparse_attention: input \"" + name + "\" larger than the bucket's pool");
+      HostTensor p(DType::u8, {bytes});
+      std::memset(p.bytes(), 0, static_cast<size_t>(bytes));
+      std::memcpy(p.bytes(), t.bytes(), t.nbytes());
+      padded.emplace(name, std::move(p));
       continue;
     }
     Shape shape = t.shape();
@@ -398,10 +438,11 @@ WorkCount work(const AttnCase& c, const TensorMap& inputs) {
           2.0 * static_cast<double>(c.heads) * attended * (kDims + kDims)};
 }
 
-// out: bf16 under row_rel_l2 (per query row): its elements are softmax-weighted sums of 640 or more
-// latents whose terms cancel, so an element near zero has no bound of its own; the row's error is
-// the kernel's fp32 error (about sqrt(K) u of the row) plus both sides' bf16 rounding (2^-8
-// relative each): within bf16_rounded_once's 2^-7 per row.
+// out: bf16 under row_rel_l2, a row per (query row, head) (make_outputs' [bs * heads, 512]): its
+// elements are softmax-weighted sums of 640 or more latents whose terms cancel, so an element near
+// zero has no bound of its own; a head's error is the kernel's fp32 error (about sqrt(K) u of the
+// head's 512 values) plus both sides' bf16 rounding (2^-8 relative each): within
+// bf16_rounded_once's 2^-7 per head.
 // lse: fp32, per row of heads under fp32_accumulated with K = 512 + the row's widest key count.
 // Its error is the scores' rounding (512-term fp32 dot products of exact bf16 x scaled-fp8
 // products) carried through the softmax weights (a weighted mean of the scores' errors), plus that
@@ -419,7 +460,7 @@ std::map<std::string, OutputCheck> checks(const AttnCase& c) {
 
 // Rows are independent requests: a slice keeps the pools and the sinks whole.
 BatchSlice slice_batch(const AttnCase& c, const TensorMap& inputs, int64_t begin, int64_t end) {
-  BatchSlice slice{c.untyped().with("bs", std::to_string(end - begin)), {}, {{"out", begin}, {"lse", begin}}};
+  BatchSlice slice{c.untyped().with("bs", std::to_string(end - begin)), {}, {{"out", begin * c.heads}, {"lse", begin}}};
   for (const auto& [name, t] : inputs)
     slice.inputs.emplace(name, name == "sink" || name == "swa_cache" || name == "extra_cache" ? t : t.rows(begin, end));
   return slice;

@@ -1,6 +1,9 @@
 // The host side of graph replay for every component, on the CPU: a batch padded to a bucket the
 // way pad_batch pads it must pass the component's own input checks at the bucket's case, and the
-// reference must run on it (graph replay compares each replay with exactly that reference).
+// reference must run on it (graph replay compares each replay with exactly that reference); and
+// every padded input must have exactly the shape of the bucket's own inputs, since graph replay
+// uploads it into the buffers captured at the bucket (a pool sized by the batch's random contents
+// passed the input checks but not the upload).
 #include <gtest/gtest.h>
 
 #include "harness/component.h"
@@ -13,10 +16,17 @@ TEST(ComponentPadding, PaddedBatchesAreValidInputsOfTheBucket) {
   for (const Component& component : registry().all()) {
     if (!component.pad_batch) continue;
     const Case base = parse_case(component.replay_case);
-    for (int64_t n : {1, 3}) {
+    const Case bucket = base.with(component.batch_param, "8");
+    const TensorMap captured = component.make_inputs(bucket);
+    for (int64_t n : {1, 3, 5, 8}) {
       const Case c = base.with(component.batch_param, std::to_string(n));
-      const Case bucket = base.with(component.batch_param, "8");
       const TensorMap padded = component.pad_batch(c, component.make_inputs(c), 8);
+      ASSERT_EQ(padded.size(), captured.size()) << c.str() << " padded to 8";
+      for (const auto& [name, t] : captured) {
+        ASSERT_TRUE(padded.count(name)) << c.str() << " padded to 8 lacks " << name;
+        EXPECT_EQ(padded.at(name).dtype(), t.dtype()) << c.str() << " padded to 8: " << name;
+        EXPECT_EQ(padded.at(name).shape(), t.shape()) << c.str() << " padded to 8: " << name;
+      }
       TensorMap outputs;
       ASSERT_NO_THROW(outputs = checked_outputs(component, bucket, padded)) << c.str() << " padded to 8";
       fill_poison(outputs, Poison::a);
