@@ -322,17 +322,24 @@ std::map<std::string, OutputCheck> checks(const IndexerCase& c) {
 }
 
 // A padding row is a request of one token (SGLang's padding: seq_len 1), which sees no entry.
-// Rows are independent, so prefill rows pad alike.
+// Rows are independent, so prefill rows pad alike. The pool grows to the bucket's pool (its
+// pages depend on the rows) with zero pages nobody's table names: a graph captured at the bucket
+// reads inputs of the bucket's shapes.
 TensorMap pad_batch(const IndexerCase& c, const TensorMap& inputs, int64_t bucket) {
   if (bucket < c.bs) throw BadInput("indexer: bucket " + std::to_string(bucket) + " < bs " + std::to_string(c.bs));
+  const Case bucket_case = c.untyped().with("bs", std::to_string(bucket));
+  const int64_t pool_pages = sizes_of(IndexerCase(bucket_case)).pool_pages;
   TensorMap padded;
   for (const auto& [name, real] : inputs) {
-    if (name == "indexer_cache") {
-      padded.emplace(name, real);
-      continue;
-    }
     Shape shape = real.shape();
-    shape[0] = bucket;
+    if (name == "indexer_cache") {
+      if (shape[0] > pool_pages)
+        throw BadInput("indexer: indexer_cache of " + std::to_string(shape[0]) + " pages is larger than bucket " +
+                       std::to_string(bucket) + "'s pool of " + std::to_string(pool_pages));
+      shape[0] = pool_pages;
+    } else {
+      shape[0] = bucket;
+    }
     HostTensor t(real.dtype(), shape);
     std::memcpy(t.bytes(), real.bytes(), real.nbytes());
     const int64_t from = real.numel();
