@@ -459,18 +459,20 @@ Component indexer_component() {
   // Issue 29's goals (ci/goals.py judges them), over the peers' shapes (tests/peers/indexer.py:
   // bs 1, 8, 64, 128 at ctx 8K and 64K). The peers' run also measures the floors: floor_us is the
   // larger of a copy of the chain's bytes and an fp8 GEMM (torch._scaled_mm) of its FLOPs, the
-  // dense fp8 rate, as no fp8 tensor-core kernel is in this tree. The peer binding has no filter,
-  // so the floor goal (the issue's: at ctx 64K) and the 4x goal (the issue's: at bs >= 64) are
-  // judged at every peer shape: their verdicts at the other shapes are stricter than the issue's.
+  // dense fp8 rate, as no fp8 tensor-core kernel is in this tree. As the issue says, the floor goal
+  // holds at ctx 64K and the 4x goal at bs >= 64 (the peers' bs 64 and 128); "ahead of every peer"
+  // is against the torch and Triton times only (the results' copy_us, fp8_dense_us and floor_us are
+  // floors, not peers).
   d.goals = R"json([
     {"text": "indexer decode bs={bs} ctx={ctx}: within 2x the larger of its byte and FLOP floors ({peer:.1f} us)",
      "measure": "faster_than_peer", "bound": 2.0, "peers": "peers.indexer", "against": "floor_us",
-     "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time"},
+     "where": {"ctx": 65536}, "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time"},
     {"text": "indexer decode bs={bs} ctx={ctx}: ahead of every peer", "measure": "faster_than_peers", "bound": 1.0,
-     "peers": "peers.indexer", "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time"},
+     "peers": "peers.indexer", "against": ["eager_us", "compile_us", "triton_us"],
+     "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time"},
     {"text": "indexer decode bs={bs} ctx={ctx}: >= 4x faster than torch {kind} ({peer:.1f} us)", "measure": "faster_than_peer",
-     "bound": 0.25, "peers": "peers.indexer", "against": "{kind}_us", "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time",
-     "each": [[{"kind": "eager"}, {"kind": "compile"}]]}
+     "bound": 0.25, "peers": "peers.indexer", "against": "{kind}_us", "where": {"bs": [64, 128]},
+     "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time", "each": [[{"kind": "eager"}, {"kind": "compile"}]]}
   ])json";
   d.make_inputs = make_inputs;
   d.validate_inputs = validate_inputs;
