@@ -252,7 +252,9 @@ TensorMap make_outputs(const IndexerCase& c) {
     case Stage::translate: return {{"page_indices", HostTensor(DType::i32, {c.bs, c.index_topk})}};
     case Stage::select: break;
   }
+  // score_magnitudes: the reference's alone (unchecked), what the scores' check is relative to.
   return {{"scores", HostTensor(DType::f32, {c.bs, s.width})},
+          {"score_magnitudes", HostTensor(DType::f32, {c.bs, s.width})},
           {"topk_indices", HostTensor(DType::i32, {c.bs, c.index_topk})}};
 }
 
@@ -303,7 +305,13 @@ void run_reference(const IndexerCase& c, const TensorMap& in, TensorMap& out) {
       for (int i = 0; i < kIndexerHeadDim; ++i) keys(j, i) = key[static_cast<size_t>(i)];
     }
     const Eigen::VectorXd scores = reference::indexer_scores(q, w, keys, visible);
-    for (int64_t j = 0; j < s.width; ++j) out.at("scores").set(r * s.width + j, scores(j));
+    // Each score's terms' magnitudes, sum_h |w_h| sum_i |q_hi k_ji| = (|K| (|Q|^T |w|))_j (heads
+    // whose dot relu zeroes count too: their rounding can move it across 0).
+    const Eigen::VectorXd magnitudes = keys.cwiseAbs() * (q.cwiseAbs().transpose() * w.cwiseAbs());
+    for (int64_t j = 0; j < s.width; ++j) {
+      out.at("scores").set(r * s.width + j, scores(j));
+      out.at("score_magnitudes").set(r * s.width + j, magnitudes(j));
+    }
     const std::vector<int32_t> raw = reference::indexer_topk(scores, visible, c.index_topk);
     std::memcpy(out.at("topk_indices").data<int32_t>() + r * c.index_topk, raw.data(), raw.size() * 4);
   }
@@ -311,14 +319,23 @@ void run_reference(const IndexerCase& c, const TensorMap& in, TensorMap& out) {
 
 std::map<std::string, OutputCheck> checks(const IndexerCase& c) {
   // A score sums relu(q_h . k_j) w_h over the heads, each dot over 128 products: K = 128 heads terms.
-  // The signs of w_h and of the products differ, so the sum cancels: compared per row (tolerance.h).
+  // The signs of w_h and of the products differ, so the sum cancels: compared per row (tolerance.h),
+  // relative to the row's sums of the terms' magnitudes where those are larger (output_check.h):
+  // a row whose scores cancel to near 0 (one visible entry, every dot near 0) has an fp32 error of
+  // its terms' size, not of its result's.
   const int64_t terms = kIndexerHeadDim * c.heads;
   if (c.stage == Stage::query)
     return {{"q_fp8", {ToleranceClass::fp8_quantised, Comparator::elementwise, 0, ""}},
             {"q_scale", {ToleranceClass::exact, Comparator::elementwise, 0, ""}}};
   if (c.stage == Stage::translate) return {};
-  return {{"scores", {ToleranceClass::fp32_accumulated, Comparator::row_rel_l2, terms, ""}},
+  return {{"scores", {ToleranceClass::fp32_accumulated, Comparator::row_rel_l2, terms, "", "score_magnitudes"}},
           {"topk_indices", {ToleranceClass::fp32_accumulated, Comparator::topk_set, terms, "scores"}}};
+}
+
+// The magnitudes are the reference's own: no kernel writes them.
+void unchecked(const IndexerCase&, TensorMap& outputs, Poison poison) {
+  const auto it = outputs.find("score_magnitudes");
+  if (it != outputs.end()) fill_poison(it->second, poison);
 }
 
 // A padding row is a request of one token (SGLang's padding: seq_len 1), which sees no entry.
@@ -480,6 +497,7 @@ Component indexer_component() {
   d.reference = run_reference;
   d.checks = checks;
   d.pad_batch = pad_batch;
+  d.unchecked = unchecked;
   d.work = work;
   d.slice_batch = slice_batch;
   d.relation_cases = {
