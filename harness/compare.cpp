@@ -187,10 +187,10 @@ OutputComparison compare_output(const std::string& name, const HostTensor& expec
     int64_t count = 0;
   };
   const HostTensor* magnitudes = nullptr;
-  if (by_row && !check.magnitudes.empty()) {
-    const auto it = scores ? scores->find(check.magnitudes) : TensorMap::const_iterator{};
+  if (by_row && !check.scores.empty()) {
+    const auto it = scores ? scores->find(check.scores) : TensorMap::const_iterator{};
     if (!scores || it == scores->end() || it->second.shape() != got.shape())
-      throw std::logic_error(name + ": row_rel_l2 needs the magnitudes tensor \"" + check.magnitudes +
+      throw std::logic_error(name + ": row_rel_l2 needs the magnitudes tensor \"" + check.scores +
                              "\" of its shape among the reference's tensors");
     magnitudes = &it->second;
   }

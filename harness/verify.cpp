@@ -32,12 +32,10 @@ TensorMap topk_scores(const Component& component, const Case& c, const TensorMap
   TensorMap scores;
   for (const auto& [name, out] : reference) {
     const OutputCheck check = output_check(component, c, name, out.dtype());
-    for (const std::string& named : {check.comparator == Comparator::topk_set ? check.scores : "", check.magnitudes}) {
-      if (named.empty()) continue;
-      const TensorMap& holder = reference.count(named) ? reference : inputs;
-      const auto it = holder.find(named);
-      if (it != holder.end()) scores.emplace(named, it->second);
-    }
+    if (check.scores.empty()) continue;
+    const TensorMap& holder = reference.count(check.scores) ? reference : inputs;
+    const auto it = holder.find(check.scores);
+    if (it != holder.end()) scores.emplace(check.scores, it->second);
   }
   return scores;
 }

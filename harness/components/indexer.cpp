@@ -328,7 +328,7 @@ std::map<std::string, OutputCheck> checks(const IndexerCase& c) {
     return {{"q_fp8", {ToleranceClass::fp8_quantised, Comparator::elementwise, 0, ""}},
             {"q_scale", {ToleranceClass::exact, Comparator::elementwise, 0, ""}}};
   if (c.stage == Stage::translate) return {};
-  return {{"scores", {ToleranceClass::fp32_accumulated, Comparator::row_rel_l2, terms, "", "score_magnitudes"}},
+  return {{"scores", {ToleranceClass::fp32_accumulated, Comparator::row_rel_l2, terms, "score_magnitudes"}},
           {"topk_indices", {ToleranceClass::fp32_accumulated, Comparator::topk_set, terms, "scores"}}};
 }
 
