@@ -16,7 +16,7 @@
   peers      the peer results in the record: "peers.<component>" (tests/peers/<component>.py's
              results; an older record's torch peers are read as such, legacy_peers.py); each
              result's fields are variables, and the goal is judged once per result (outermost)
-  where      {field: value}: only the peer results with these values
+  where      {field: value}: only the peer results with these values (a list: any of its values)
   over, empty, against
              the other benchmark (time_ratio), the empty kernel (ratio_to_empty), the peer's field
   floors     benchmarks of the least such a kernel can cost: a copy of the same bytes (of the two
@@ -100,7 +100,7 @@ def template_names(goal):
 def bindings(goal, report, by_name):
     """Every variable set the goal is judged for, with the benchmark it names."""
     peers = lookup(report, goal["peers"]) if "peers" in goal else [{}]
-    peers = [p for p in peers if all(p.get(k) == v for k, v in goal.get("where", {}).items())]
+    peers = [p for p in peers if all(p.get(k) in (v if isinstance(v, list) else [v]) for k, v in goal.get("where", {}).items())]
     axes = goal.get("each", [])
     for peer in peers:
         for combo in itertools.product(*axes):

@@ -183,9 +183,17 @@ OutputComparison compare_output(const std::string& name, const HostTensor& expec
   if (by_row && !is_float) throw std::logic_error(name + ": row_rel_l2 compares float outputs");
   const int64_t row_size = r.elements ? r.elements / row_count(got) : 1;
   struct RowSums {
-    double diff_sq = 0, exp_sq = 0, signed_error = 0;
+    double diff_sq = 0, exp_sq = 0, magnitude_sq = 0, signed_error = 0;
     int64_t count = 0;
   };
+  const HostTensor* magnitudes = nullptr;
+  if (by_row && !check.scores.empty()) {
+    const auto it = scores ? scores->find(check.scores) : TensorMap::const_iterator{};
+    if (!scores || it == scores->end() || it->second.shape() != got.shape())
+      throw std::logic_error(name + ": row_rel_l2 needs the magnitudes tensor \"" + check.scores +
+                             "\" of its shape among the reference's tensors");
+    magnitudes = &it->second;
+  }
   std::vector<RowSums> row_sums(by_row ? static_cast<size_t>(row_count(got)) : 0);
   // Floats go element by element; integers only where the typed scan found unequal bits or poison.
   const std::vector<int64_t> left = is_float ? std::vector<int64_t>{}
@@ -238,6 +246,7 @@ OutputComparison compare_output(const std::string& name, const HostTensor& expec
       if (by_row) {
         RowSums& row = row_sums[static_cast<size_t>(i / row_size)];
         row.diff_sq += error * error, row.exp_sq += e * e, row.signed_error += g - e, ++row.count;
+        if (magnitudes) row.magnitude_sq += magnitudes->get(i) * magnitudes->get(i);
       } else {
         signed_error_ulps += (g - e) / distribution_ulp(check, got.dtype(), e);
       }
@@ -256,7 +265,8 @@ OutputComparison compare_output(const std::string& name, const HostTensor& expec
       if (s.count == 0) continue;
       const double rms = std::sqrt(s.exp_sq / static_cast<double>(s.count));
       signed_error_ulps += s.signed_error / distribution_ulp(check, got.dtype(), rms);
-      const double rel = s.exp_sq > 0 ? std::sqrt(s.diff_sq / s.exp_sq) : (s.diff_sq > 0 ? kInf : 0);
+      const double norm_sq = std::max(s.exp_sq, s.magnitude_sq);  // magnitudes: OutputCheck says why
+      const double rel = norm_sq > 0 ? std::sqrt(s.diff_sq / norm_sq) : (s.diff_sq > 0 ? kInf : 0);
       r.budget_used = std::max(r.budget_used, budget_ratio(rel, allowed));
       if (rel > allowed) {
         ++r.value_mismatches;

@@ -44,8 +44,8 @@ CaseRun run_case(const Component& component, const Case& c, GpuBackend* gpu,
                  const std::optional<TensorMap>& expected = std::nullopt,
                  const std::string& source = "generated");
 
-// What the topk_set checks of `c` look their scores up in: the tensors they name, taken from the
-// reference run's inputs and outputs (empty where no output is compared as a top-k set).
+// What the checks of `c` look up beside their outputs (topk_set's scores, row_rel_l2's magnitudes):
+// the tensors they name, taken from the reference run's inputs and its outputs before masking.
 TensorMap topk_scores(const Component& component, const Case& c, const TensorMap& inputs, const TensorMap& reference);
 
 std::string status_name(CaseStatus status);

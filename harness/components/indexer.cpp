@@ -252,7 +252,9 @@ TensorMap make_outputs(const IndexerCase& c) {
     case Stage::translate: return {{"page_indices", HostTensor(DType::i32, {c.bs, c.index_topk})}};
     case Stage::select: break;
   }
+  // score_magnitudes: the reference's alone (unchecked), what the scores' check is relative to.
   return {{"scores", HostTensor(DType::f32, {c.bs, s.width})},
+          {"score_magnitudes", HostTensor(DType::f32, {c.bs, s.width})},
           {"topk_indices", HostTensor(DType::i32, {c.bs, c.index_topk})}};
 }
 
@@ -303,7 +305,13 @@ void run_reference(const IndexerCase& c, const TensorMap& in, TensorMap& out) {
       for (int i = 0; i < kIndexerHeadDim; ++i) keys(j, i) = key[static_cast<size_t>(i)];
     }
     const Eigen::VectorXd scores = reference::indexer_scores(q, w, keys, visible);
-    for (int64_t j = 0; j < s.width; ++j) out.at("scores").set(r * s.width + j, scores(j));
+    // Each score's terms' magnitudes, sum_h |w_h| sum_i |q_hi k_ji| = (|K| (|Q|^T |w|))_j (heads
+    // whose dot relu zeroes count too: their rounding can move it across 0).
+    const Eigen::VectorXd magnitudes = keys.cwiseAbs() * (q.cwiseAbs().transpose() * w.cwiseAbs());
+    for (int64_t j = 0; j < s.width; ++j) {
+      out.at("scores").set(r * s.width + j, scores(j));
+      out.at("score_magnitudes").set(r * s.width + j, magnitudes(j));
+    }
     const std::vector<int32_t> raw = reference::indexer_topk(scores, visible, c.index_topk);
     std::memcpy(out.at("topk_indices").data<int32_t>() + r * c.index_topk, raw.data(), raw.size() * 4);
   }
@@ -311,35 +319,44 @@ void run_reference(const IndexerCase& c, const TensorMap& in, TensorMap& out) {
 
 std::map<std::string, OutputCheck> checks(const IndexerCase& c) {
   // A score sums relu(q_h . k_j) w_h over the heads, each dot over 128 products: K = 128 heads terms.
-  // The signs of w_h and of the products differ, so the sum cancels: compared per row (tolerance.h).
+  // The signs of w_h and of the products differ, so the sum cancels: compared per row (tolerance.h),
+  // relative to the row's sums of the terms' magnitudes where those are larger (output_check.h):
+  // a row whose scores cancel to near 0 (one visible entry, every dot near 0) has an fp32 error of
+  // its terms' size, not of its result's.
   const int64_t terms = kIndexerHeadDim * c.heads;
   if (c.stage == Stage::query)
     return {{"q_fp8", {ToleranceClass::fp8_quantised, Comparator::elementwise, 0, ""}},
             {"q_scale", {ToleranceClass::exact, Comparator::elementwise, 0, ""}}};
   if (c.stage == Stage::translate) return {};
-  return {{"scores", {ToleranceClass::fp32_accumulated, Comparator::row_rel_l2, terms, ""}},
+  return {{"scores", {ToleranceClass::fp32_accumulated, Comparator::row_rel_l2, terms, "score_magnitudes"}},
           {"topk_indices", {ToleranceClass::fp32_accumulated, Comparator::topk_set, terms, "scores"}}};
 }
 
+// The magnitudes are the reference's own: no kernel writes them.
+void unchecked(const IndexerCase&, TensorMap& outputs, Poison poison) {
+  const auto it = outputs.find("score_magnitudes");
+  if (it != outputs.end()) fill_poison(it->second, poison);
+}
+
 // A padding row is a request of one token (SGLang's padding: seq_len 1), which sees no entry.
-// Rows are independent, so prefill rows pad alike.
+// Rows are independent, so prefill rows pad alike. The pool grows to the bucket's pool (its
+// pages depend on the rows) with zero pages nobody's table names: a graph captured at the bucket
+// reads inputs of the bucket's shapes.
 TensorMap pad_batch(const IndexerCase& c, const TensorMap& inputs, int64_t bucket) {
   if (bucket < c.bs) throw BadInput("indexer: bucket " + std::to_string(bucket) + " < bs " + std::to_string(c.bs));
+  const Case bucket_case = c.untyped().with("bs", std::to_string(bucket));
+  const int64_t pool_pages = sizes_of(IndexerCase(bucket_case)).pool_pages;
   TensorMap padded;
   for (const auto& [name, real] : inputs) {
-    if (name == "indexer_cache") {  // grown (zero pages, never read) to the bucket's pool: graph
-                                     // replay uploads it into the buffer captured at the bucket
-      const Case bucket_case = c.untyped().with("bs", std::to_string(bucket));
-      Shape shape = real.shape();
-      shape[0] = std::max(shape[0], sizes_of(IndexerCase(bucket_case)).pool_pages);
-      HostTensor t(real.dtype(), shape);
-      std::memset(t.bytes(), 0, static_cast<size_t>(t.nbytes()));
-      std::memcpy(t.bytes(), real.bytes(), real.nbytes());
-      padded.emplace(name, std::move(t));
-      continue;
-    }
     Shape shape = real.shape();
-    shape[0] = bucket;
+    if (name == "indexer_cache") {
+      if (shape[0] > pool_pages)
+        throw BadInput("indexer: indexer_cache of " + std::to_string(shape[0]) + " pages is larger than bucket " +
+                       std::to_string(bucket) + "'s pool of " + std::to_string(pool_pages));
+      shape[0] = pool_pages;
+    } else {
+      shape[0] = bucket;
+    }
     HostTensor t(real.dtype(), shape);
     std::memcpy(t.bytes(), real.bytes(), real.nbytes());
     const int64_t from = real.numel();
@@ -459,18 +476,20 @@ Component indexer_component() {
   // Issue 29's goals (ci/goals.py judges them), over the peers' shapes (tests/peers/indexer.py:
   // bs 1, 8, 64, 128 at ctx 8K and 64K). The peers' run also measures the floors: floor_us is the
   // larger of a copy of the chain's bytes and an fp8 GEMM (torch._scaled_mm) of its FLOPs, the
-  // dense fp8 rate, as no fp8 tensor-core kernel is in this tree. The peer binding has no filter,
-  // so the floor goal (the issue's: at ctx 64K) and the 4x goal (the issue's: at bs >= 64) are
-  // judged at every peer shape: their verdicts at the other shapes are stricter than the issue's.
+  // dense fp8 rate, as no fp8 tensor-core kernel is in this tree. As the issue says, the floor goal
+  // holds at ctx 64K and the 4x goal at bs >= 64 (the peers' bs 64 and 128); "ahead of every peer"
+  // is against the torch and Triton times only (the results' copy_us, fp8_dense_us and floor_us are
+  // floors, not peers).
   d.goals = R"json([
     {"text": "indexer decode bs={bs} ctx={ctx}: within 2x the larger of its byte and FLOP floors ({peer:.1f} us)",
      "measure": "faster_than_peer", "bound": 2.0, "peers": "peers.indexer", "against": "floor_us",
-     "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time"},
+     "where": {"ctx": 65536}, "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time"},
     {"text": "indexer decode bs={bs} ctx={ctx}: ahead of every peer", "measure": "faster_than_peers", "bound": 1.0,
-     "peers": "peers.indexer", "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time"},
+     "peers": "peers.indexer", "against": ["eager_us", "compile_us", "triton_us"],
+     "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time"},
     {"text": "indexer decode bs={bs} ctx={ctx}: >= 4x faster than torch {kind} ({peer:.1f} us)", "measure": "faster_than_peer",
-     "bound": 0.25, "peers": "peers.indexer", "against": "{kind}_us", "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time",
-     "each": [[{"kind": "eager"}, {"kind": "compile"}]]}
+     "bound": 0.25, "peers": "peers.indexer", "against": "{kind}_us", "where": {"bs": [64, 128]},
+     "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time", "each": [[{"kind": "eager"}, {"kind": "compile"}]]}
   ])json";
   d.make_inputs = make_inputs;
   d.validate_inputs = validate_inputs;
@@ -478,6 +497,7 @@ Component indexer_component() {
   d.reference = run_reference;
   d.checks = checks;
   d.pad_batch = pad_batch;
+  d.unchecked = unchecked;
   d.work = work;
   d.slice_batch = slice_batch;
   d.relation_cases = {

@@ -69,13 +69,13 @@ class CapturedBucket {
 // Checks one replay against the reference and an eager launch, both run on the same padded inputs
 // at the bucket's case; returns the failures (empty when it passed) and raises `budget_used`. The
 // outputs were poisoned before each run, so what padding must leave alone is compared as unwritten.
+// `scores`: what the checks look up (topk_scores), taken before the reference was masked.
 std::vector<std::string> check_replay(const Component& component, const Case& c, const Case& bucket_case,
-                                      const TensorMap& padded, const TensorMap& reference, const TensorMap& eager,
+                                      const TensorMap& scores, const TensorMap& reference, const TensorMap& eager,
                                       const TensorMap& replayed, double& budget_used) {
   std::vector<std::string> failures;
   const std::string where = c.str() + " replayed in bucket " +
                             std::to_string(bucket_case.integer(component.batch_param)) + ": ";
-  const TensorMap scores = topk_scores(component, bucket_case, padded, reference);
   for (const auto& [name, got] : replayed) {
     const OutputComparison vs_ref = compare_output(name, reference.at(name), Poison::a, got, Poison::b,
                                                    output_check(component, bucket_case, name, got.dtype()), &scores);
@@ -112,11 +112,12 @@ ReplayResult run_graph_replay(GpuBackend& eager, hipStream_t stream, const Compo
     TensorMap bucket_outputs = component.make_outputs(bucket.bucket_case());
     fill_poison(bucket_outputs, Poison::b);
     TensorMap replayed = bucket.replay(padded, bucket_outputs, stream);
+    const TensorMap scores = topk_scores(component, bucket.bucket_case(), padded, reference);
     mask_unchecked(component, bucket.bucket_case(), reference, Poison::a);
     mask_unchecked(component, bucket.bucket_case(), eager_outputs, Poison::a);
     mask_unchecked(component, bucket.bucket_case(), replayed, Poison::b);
     const std::vector<std::string> failures =
-        check_replay(component, c, bucket.bucket_case(), padded, reference, eager_outputs, replayed,
+        check_replay(component, c, bucket.bucket_case(), scores, reference, eager_outputs, replayed,
                      result.budget_used);
     ++result.batches_checked;
     if (!failures.empty()) ++result.batches_failed;

@@ -225,6 +225,47 @@ int cases_caught(const std::vector<SelectRun>& runs, Visible visible_of, N n_of)
   return caught;
 }
 
+// The scores of the prefill case whose rows see 1..75 entries, summed in fp32 in another order than
+// the reference's (as a kernel does): a row of one entry whose dots cancel to near 0 has an error of
+// its terms' size, which the check allows relative to the terms' magnitudes, not to the result's.
+TEST(IndexerScores, Fp32SumsPassTheRowCheckWhereTheyCancel) {
+  int relative_to_result_fails = 0;
+  for (int seed = 1; seed <= 4; ++seed) {
+    const Case c = parse_case("indexer(bs=300,ctx=300,seq_len=300,per_request=300,heads=4,index_topk=16,seed=" +
+                              std::to_string(seed) + ")");
+    const TensorMap inputs = indexer().make_inputs(c);
+    TensorMap expected = reference_outputs(indexer(), c, inputs, Poison::a);
+    const TensorMap scores = topk_scores(indexer(), c, inputs, expected);
+    HostTensor got = expected.at("scores");
+    const int64_t width = got.shape()[1];
+    const uint8_t* codes = inputs.at("q_fp8").bytes();
+    std::vector<float> key(128);
+    for (int64_t row = 0; row < 300; ++row) {
+      for (int64_t j = 0; j < c4_visible(inputs.at("positions").data<int32_t>()[row]); ++j) {
+        const int64_t page = inputs.at("page_table").data<int32_t>()[row * (width / kC4EntriesPerPage) + j / kC4EntriesPerPage];
+        indexer_unpack_entry(inputs.at("indexer_cache").bytes() + page * indexer_page_bytes(kC4EntriesPerPage),
+                             kC4EntriesPerPage, j % kC4EntriesPerPage, key.data());
+        float score = 0;
+        for (int64_t h = 3; h >= 0; --h) {
+          float dot = 0;
+          for (int i = 127; i >= 0; --i)
+            dot += reference::fp8_e4m3_to_float(codes[(row * 4 + h) * 128 + i]) *
+                   static_cast<float>(inputs.at("q_scale").get(row * 4 + h)) * key[static_cast<size_t>(i)];
+          score += std::max(dot, 0.0f) * static_cast<float>(inputs.at("weights").get(row * 4 + h));
+        }
+        got.set(row * width + j, score);
+      }
+    }
+    OutputCheck check = output_check(indexer(), c, "scores", DType::f32);
+    const OutputComparison r = compare_output("scores", expected.at("scores"), Poison::a, got, Poison::a, check, &scores);
+    EXPECT_TRUE(r.passed()) << c.str() << ": " << r.summary();
+    check.scores.clear();
+    relative_to_result_fails +=
+        !compare_output("scores", expected.at("scores"), Poison::a, got, Poison::a, check, &scores).passed();
+  }
+  EXPECT_GT(relative_to_result_fails, 0) << "no seed cancels: the case no longer shows why the magnitudes are needed";
+}
+
 TEST(IndexerMutants, RightMathPassesTheVerifyCases) {
   const std::vector<SelectRun>& runs = runs_of_stage(0);
   ASSERT_GT(runs.size(), 10u);

@@ -1,7 +1,7 @@
 // The indexer's GPU checks beside the generic ones (every verify case, graph replay, relations):
 // the top-k kernel's radix select where every score ties (any set is right, but it must be a set
 // of topk distinct visible indices), at c4 lengths up to 16K; and the query kernel's fp8 bytes,
-// which the scoring kernel reads, against the values the harness compares.
+// which the scoring kernel reads, against the values the harness compares, and its scales.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -44,6 +44,10 @@ TEST(IndexerGpu, QueryBytesAreTheComparedValues) {
   const DeviceTensorMap device = DeviceTensorMap::upload(inputs);
   const int64_t values = 5 * 64 * 128;
   DeviceBuffer codes(values), as_float(values * 4), scales(5 * 64 * 4);
+  // Poisoned first: 0xff is e4m3's NaN code and an f32 NaN, so a kernel writing nothing fails.
+  const std::vector<uint8_t> poison(static_cast<size_t>(as_float.bytes()), 0xff);
+  for (DeviceBuffer* b : {&codes, &as_float, &scales})
+    DSV4H_HIP_CHECK(hipMemcpy(b->data(), poison.data(), b->bytes(), hipMemcpyHostToDevice));
   IndexerQueryArgs args{};
   args.q = device.data<const uint16_t>("q");
   args.positions = device.data<const int32_t>("positions");
@@ -61,6 +65,12 @@ TEST(IndexerGpu, QueryBytesAreTheComparedValues) {
   DSV4H_HIP_CHECK(hipMemcpy(got_values.data(), as_float.data(), as_float.bytes(), hipMemcpyDeviceToHost));
   for (int64_t i = 0; i < values; ++i)
     ASSERT_EQ(reference::fp8_e4m3_to_float(got_codes[i]), got_values[i]) << "value " << i;
+  // The scales, which the descriptor's launch also compares, exactly as the reference's.
+  std::vector<float> got_scales(5 * 64);
+  DSV4H_HIP_CHECK(hipMemcpy(got_scales.data(), scales.data(), scales.bytes(), hipMemcpyDeviceToHost));
+  const TensorMap expected = reference_outputs(registry().get("indexer"), c, inputs, Poison::a);
+  for (int64_t i = 0; i < 5 * 64; ++i)
+    ASSERT_EQ(expected.at("q_scale").get(i), got_scales[static_cast<size_t>(i)]) << "scale " << i;
 }
 
 }  // namespace
