@@ -153,6 +153,7 @@ __device__ __forceinline__ void finalize(const SparseAttentionArgs& a, int64_t r
     o0 = (acc0 + e) / (l + e), o1 = (acc1 + e) / (l + e);
 #else
 #if defined(DSV4H_MUTANT_SINK_IGNORED)
+    (void)sink;
     const float factor = 1.f;
 #else
     // 1 / (1 + exp(x)), x = sink - lse, without overflow for large x.

@@ -65,7 +65,9 @@ Packed pack_chunks(const CompressorConfig& config, const Sequence& s, const std:
   for (int64_t end : splits) {
     for (const CompressorEmission& e : compress_extend(config, ring, start, s.kv.middleRows(start, end - start),
                                                        s.score.middleRows(start, end - start), s.weights)) {
-      if (config.bug == CompressorBug::none) EXPECT_EQ(start + e.token + 1, (e.block + 1) * config.ratio);
+      if (config.bug == CompressorBug::none) {
+        EXPECT_EQ(start + e.token + 1, (e.block + 1) * config.ratio);
+      }
       out[e.block] = pack_one(config, e.value);
     }
     start = end;
