@@ -8,7 +8,8 @@
 // The parent process never touches the GPU runtime: it forks a probe that counts the GPUs, builds
 // the inputs and the reference, then forks the ranks; rank 0 creates the NCCL id and hands it to
 // the others through pipes. Exit 0: passed; 1: a mismatch or a failed rank; 2: bad usage; 77:
-// skipped, fewer GPUs than ranks (a failure where DSV4H_REQUIRE_GPU is set).
+// skipped, fewer GPUs than ranks (a failure where DSV4H_REQUIRE_GPU is set and no GPU is found at
+// all: a GPU machine with too few GPUs for R ranks skips R, as ci/gpu-suite asks only for R it has).
 #include <sys/wait.h>
 #include <unistd.h>
 
