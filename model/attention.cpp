@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <stdexcept>
 
+#include "reference/indexer.h"
 #include "reference/kv_cache_model1.h"
 #include "reference/narrow_float.h"
 #include "reference/rms_norm.h"
@@ -50,15 +50,7 @@ Eigen::VectorXd cache_qdq(const Eigen::VectorXd& latent) {
 
 Eigen::VectorXd hadamard128(const Eigen::VectorXd& x) {
   if (x.size() != 128) throw std::invalid_argument("hadamard128: expects 128 values");
-  Eigen::VectorXd y = x;
-  for (int h = 1; h < 128; h *= 2)
-    for (int i = 0; i < 128; i += 2 * h)
-      for (int j = i; j < i + h; ++j) {
-        const double a = y(j), b = y(j + h);
-        y(j) = a + b;
-        y(j + h) = a - b;
-      }
-  return y / std::sqrt(128.0);
+  return reference::hadamard128(x.transpose()).transpose();
 }
 
 Eigen::VectorXd fp4_qdq(const Eigen::VectorXd& x) {
@@ -113,20 +105,15 @@ Eigen::VectorXd finish_entry(const Eigen::VectorXd& raw, const Eigen::VectorXd& 
 
 std::vector<int64_t> index_select(const Eigen::MatrixXd& q_heads, const Eigen::VectorXd& head_weights,
                                   const std::vector<Eigen::VectorXd>& keys, int64_t visible, int64_t topk) {
-  std::vector<double> score(static_cast<size_t>(visible));
-  for (int64_t j = 0; j < visible; ++j) {
-    const Eigen::VectorXd dots = q_heads.transpose() * keys[j];
-    score[j] = dots.cwiseMax(0.0).dot(head_weights);
-  }
-  std::vector<int64_t> order(static_cast<size_t>(visible));
-  std::iota(order.begin(), order.end(), 0);
-  const int64_t keep = std::min(topk, visible);
-  std::partial_sort(order.begin(), order.begin() + keep, order.end(), [&](int64_t a, int64_t b) {
-    return score[a] != score[b] ? score[a] > score[b] : a < b;
-  });
-  order.resize(static_cast<size_t>(keep));
-  std::sort(order.begin(), order.end());
-  return order;
+  // The indexer component's reference: its scores and its top-k (ties to the lower index).
+  Eigen::MatrixXd key_rows(visible, q_heads.rows());
+  for (int64_t j = 0; j < visible; ++j) key_rows.row(j) = keys[static_cast<size_t>(j)].transpose();
+  const Eigen::VectorXd scores = reference::indexer_scores(q_heads.transpose(), head_weights, key_rows, visible);
+  std::vector<int64_t> chosen;
+  for (int32_t j : reference::indexer_topk(scores, visible, topk))
+    if (j >= 0) chosen.push_back(j);
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
 }
 
 Eigen::MatrixXd attend(const Eigen::MatrixXd& q, const std::vector<const Eigen::VectorXd*>& keys, const Eigen::VectorXd& sink) {

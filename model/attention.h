@@ -1,7 +1,8 @@
-// The attention of one layer (spec 3) in fp64, as small functions with one seam each, so that each
-// can be checked against (or replaced by) the component references written beside the model:
+// The attention of one layer (spec 3) in fp64, as small functions with one seam each. The
+// indexer's scores, top-k and Hadamard rotation are the indexer component's reference
+// (reference/indexer.h); the compressor's and the attention's are still the model's own, to be
+// checked against or replaced by their components' references:
 //   compress_entry + finish_entry   <->  reference/compressor.h   (spec 3.2)
-//   index_select                    <->  reference/indexer.h      (spec 3.3)
 //   attend                          <->  reference/sparse_attention.h (spec 3.4)
 // and the cached latent's FP8 quantise-dequantise is the MODEL1 cache's own pack and unpack
 // (reference/kv_cache_model1.h, spec 4.1), so what attention reads is what the cache holds.
