@@ -88,8 +88,14 @@ StatusVerdict tests_of(const Record& r, const std::string& component) {
 }
 
 // A mutant is caught where its record says so: "caught" (schema 1 from 2026-12-02 on, and 2) or the
-// first records' "verdict"; a race mutant where any of its perturbed runs caught it.
+// first records' "verdict"; a race mutant where any of its perturbed runs caught it. A record whose
+// phases leave out "mutants" (a tests and perturb run) holds no component's mutant verdict: its race
+// mutants' runs alone would read as every other mutant missing.
 StatusVerdict mutants_of(const Record& r, const StatusComponent& component) {
+  if (r.doc.contains("phases") && r.doc["phases"].is_array()) {
+    const json& phases = r.doc["phases"];
+    if (std::find(phases.begin(), phases.end(), json("mutants")) == phases.end()) return {};
+  }
   std::map<std::string, bool> caught;
   std::map<std::string, std::string> how;
   for (const json& m : array_of(r.doc, "mutants")) {

@@ -137,6 +137,22 @@ TEST(ReportStatus, AMutantNoRunCheckedMakesTheVerdictIncomplete) {
   EXPECT_NE(status_markdown(s).find("| mutants | **INCOMPLETE** caught 1/2"), std::string::npos);
 }
 
+// A later run of the tests and the perturb phase alone (its race mutants' runs, no mutant phase)
+// leaves the mutant verdict to the record that ran the mutants.
+TEST(ReportStatus, ARecordWithoutTheMutantPhaseHoldsNoMutantVerdict) {
+  const std::string dir = testing::fresh_dir("status_perturb_only");
+  write_json_file(dir + "/2026-12-06-bbbb222-other.json", new_suite());
+  json later = new_suite();
+  later.update({{"phases", {"tests", "perturb"}}, {"commit", "eeee555"}, {"date", "2026-12-07T10:00:00Z"}});
+  later.erase("mutants");
+  write_json_file(dir + "/2026-12-07-eeee555-perturb.json", later);
+  const Status s = build_status(dir, kComponents, changed_after_old);
+  const ComponentStatus& alpha = s.components[0];
+  EXPECT_EQ(alpha.tests.commit, "eeee555");
+  EXPECT_EQ(alpha.mutants.commit, "bbbb222");
+  EXPECT_EQ(alpha.mutants.summary, "caught 1/2");
+}
+
 TEST(ReportStatus, ReadsTheComponentsOfListJson) {
   const json listed = {{"schema_version", 1},
                        {"components", {{{"name", "alpha"},
