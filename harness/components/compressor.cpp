@@ -174,21 +174,13 @@ TensorMap make_inputs(const CompressorCase& c) {
           {"ring_index", std::move(ring_index)},   {"out_loc", std::move(out_loc)}, {"ring", std::move(ring)}};
 }
 
-void require_f32(const TensorMap& inputs, const std::string& name, const Shape& shape) {
-  const auto it = inputs.find(name);
-  if (it == inputs.end()) throw BadInput("compressor: input \"" + name + "\" is missing");
-  if (it->second.dtype() != DType::f32 || it->second.shape() != shape)
-    throw BadInput("compressor: input \"" + name + "\" is " + dtype_name(it->second.dtype()) +
-                   shape_string(it->second.shape()) + ", the case needs f32" + shape_string(shape));
-}
-
 void validate_inputs(const CompressorCase& c, const TensorMap& inputs) {
   const Sizes s = sizes_of(c);
-  require_f32(inputs, "kv", {s.rows, s.width});
-  require_f32(inputs, "score", {s.rows, s.width});
-  require_f32(inputs, "ape", {c.ratio, s.width});
-  require_f32(inputs, "norm_weight", {c.dims});
-  require_f32(inputs, "ring", {(c.batch + 1) * s.ring_rows, 2 * s.width});
+  require_tensor("compressor", inputs, "kv", DType::f32, {s.rows, s.width});
+  require_tensor("compressor", inputs, "score", DType::f32, {s.rows, s.width});
+  require_tensor("compressor", inputs, "ape", DType::f32, {c.ratio, s.width});
+  require_tensor("compressor", inputs, "norm_weight", DType::f32, {c.dims});
+  require_tensor("compressor", inputs, "ring", DType::f32, {(c.batch + 1) * s.ring_rows, 2 * s.width});
   for (const char* name : {"start", "extend_len", "ring_index"}) require_i32("compressor", inputs, name, {c.batch});
   require_i32("compressor", inputs, "out_loc", {s.rows});
   reject_unknown_inputs("compressor",

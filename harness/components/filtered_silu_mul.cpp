@@ -6,6 +6,7 @@
 
 #include "../../reference/filtered_silu_mul.h"
 #include "../descriptor.h"
+#include "index_tensors.h"
 #include "../errors.h"
 #include "../random.h"
 #if DSV4H_GPU_LAYER
@@ -67,19 +68,10 @@ TensorMap make_inputs(const SiluCase& c) {
   return {{"gate_up", std::move(gate_up)}, {"expert_ids", std::move(expert_ids)}};
 }
 
-void require_tensor(const TensorMap& inputs, const std::string& name, DType dtype, const Shape& shape) {
-  auto it = inputs.find(name);
-  if (it == inputs.end()) throw BadInput("filtered_silu_mul: input \"" + name + "\" is missing");
-  if (it->second.dtype() != dtype || it->second.shape() != shape)
-    throw BadInput("filtered_silu_mul: input \"" + name + "\" is " + dtype_name(it->second.dtype()) +
-                   shape_string(it->second.shape()) + ", the case needs " + dtype_name(dtype) +
-                   shape_string(shape));
-}
-
 void validate_inputs(const SiluCase& c, const TensorMap& inputs) {
   const Sizes s = sizes_of(c);
-  require_tensor(inputs, "gate_up", DType::bf16, {s.rows, 2 * s.inter});
-  require_tensor(inputs, "expert_ids", DType::i32, {s.num_ids});
+  require_tensor("filtered_silu_mul", inputs, "gate_up", DType::bf16, {s.rows, 2 * s.inter});
+  require_tensor("filtered_silu_mul", inputs, "expert_ids", DType::i32, {s.num_ids});
   for (const auto& [name, t] : inputs)
     if (name != "gate_up" && name != "expert_ids")
       throw BadInput("filtered_silu_mul: unknown input \"" + name + "\" (inputs: gate_up, expert_ids)");

@@ -25,12 +25,13 @@ void write_rows(HostTensor& t, const reference::IndexMatrix& m) {
   if (m.size()) std::memcpy(t.data<int32_t>(), m.data(), static_cast<size_t>(m.size()) * 4);
 }
 
-void require_i32(const std::string& component, const TensorMap& inputs, const std::string& name, const Shape& shape) {
+void require_tensor(const std::string& component, const TensorMap& inputs, const std::string& name, DType dtype,
+                    const Shape& shape) {
   const auto it = inputs.find(name);
   if (it == inputs.end()) throw BadInput(component + ": input \"" + name + "\" is missing");
-  if (it->second.dtype() != DType::i32 || it->second.shape() != shape)
+  if (it->second.dtype() != dtype || it->second.shape() != shape)
     throw BadInput(component + ": input \"" + name + "\" is " + dtype_name(it->second.dtype()) +
-                   shape_string(it->second.shape()) + ", the case needs i32" + shape_string(shape));
+                   shape_string(it->second.shape()) + ", the case needs " + dtype_name(dtype) + shape_string(shape));
 }
 
 void reject_unknown_inputs(const std::string& component, const TensorMap& inputs, const std::vector<std::string>& names) {

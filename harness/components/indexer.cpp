@@ -188,14 +188,6 @@ TensorMap make_inputs(const IndexerCase& c) {
   return in;
 }
 
-void require_tensor(const TensorMap& inputs, const std::string& name, DType dtype, const Shape& shape) {
-  const auto it = inputs.find(name);
-  if (it == inputs.end()) throw BadInput("indexer: input \"" + name + "\" is missing");
-  if (it->second.dtype() != dtype || it->second.shape() != shape)
-    throw BadInput("indexer: input \"" + name + "\" is " + dtype_name(it->second.dtype()) +
-                   shape_string(it->second.shape()) + ", the case needs " + dtype_name(dtype) + shape_string(shape));
-}
-
 void validate_inputs(const IndexerCase& c, const TensorMap& inputs) {
   const Sizes s = sizes_of(c);
   const auto check_range = [&](const std::string& name, int64_t lo, int64_t hi, int64_t except) {
@@ -218,13 +210,13 @@ void validate_inputs(const IndexerCase& c, const TensorMap& inputs) {
   require_i32("indexer", inputs, "positions", {c.bs});
   check_range("positions", 0, c.ctx - 1, 0);
   if (c.stage == Stage::query) {
-    require_tensor(inputs, "q", DType::bf16, {c.bs, c.heads, kIndexerHeadDim});
+    require_tensor("indexer", inputs, "q", DType::bf16, {c.bs, c.heads, kIndexerHeadDim});
     reject_unknown_inputs("indexer", inputs, {"q", "positions"});
     return;
   }
   require_i32("indexer", inputs, "q_fp8", {c.bs, c.heads * kIndexerHeadDim / 4});
-  require_tensor(inputs, "q_scale", DType::f32, {c.bs, c.heads});
-  require_tensor(inputs, "weights", DType::f32, {c.bs, c.heads});
+  require_tensor("indexer", inputs, "q_scale", DType::f32, {c.bs, c.heads});
+  require_tensor("indexer", inputs, "weights", DType::f32, {c.bs, c.heads});
   require_i32("indexer", inputs, "page_table", {c.bs, s.pages});
   // Any number of pages: a batch's slices and padded buckets share their whole batch's pool.
   const auto cache = inputs.find("indexer_cache");

@@ -16,6 +16,7 @@
 
 #include "../../model/block.h"
 #include "../descriptor.h"
+#include "index_tensors.h"
 #include "../errors.h"
 #include "../random.h"
 #if DSV4H_GPU_LAYER
@@ -142,11 +143,7 @@ void validate_inputs(const MhcCase& c, const TensorMap& inputs) {
   std::string names;
   for (const Expected& e : specs) {
     names += (names.empty() ? "" : ", ") + e.name;
-    auto it = inputs.find(e.name);
-    if (it == inputs.end()) throw BadInput("mhc: input \"" + e.name + "\" is missing");
-    if (it->second.dtype() != e.dtype || it->second.shape() != e.shape)
-      throw BadInput("mhc: input \"" + e.name + "\" is " + dtype_name(it->second.dtype()) +
-                     shape_string(it->second.shape()) + ", the case needs " + dtype_name(e.dtype) + shape_string(e.shape));
+    require_tensor("mhc", inputs, e.name, e.dtype, e.shape);
   }
   for (const auto& input : inputs)  // clang's C++17 lambdas cannot capture a structured binding
     if (std::none_of(specs.begin(), specs.end(), [&](const Expected& e) { return e.name == input.first; }))

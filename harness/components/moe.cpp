@@ -18,6 +18,7 @@
 
 #include "../../reference/moe.h"
 #include "../descriptor.h"
+#include "index_tensors.h"
 #include "../errors.h"
 #include "../random.h"
 #if DSV4H_GPU_LAYER
@@ -108,21 +109,13 @@ TensorMap make_inputs(const MoeCase& c) {
           {"gate_up_weights", std::move(gate_up_weights)}, {"down_weights", std::move(down_weights)}};
 }
 
-void require_tensor(const TensorMap& inputs, const std::string& name, DType dtype, const Shape& shape) {
-  auto it = inputs.find(name);
-  if (it == inputs.end()) throw BadInput("moe: input \"" + name + "\" is missing");
-  if (it->second.dtype() != dtype || it->second.shape() != shape)
-    throw BadInput("moe: input \"" + name + "\" is " + dtype_name(it->second.dtype()) + shape_string(it->second.shape()) +
-                   ", the case needs " + dtype_name(dtype) + shape_string(shape));
-}
-
 void validate_inputs(const MoeCase& c, const TensorMap& inputs) {
   const Sizes s = sizes_of(c);
-  require_tensor(inputs, "hidden", DType::bf16, {s.tokens, s.hidden});
-  require_tensor(inputs, "topk_ids", DType::i32, {s.tokens, s.topk});
-  require_tensor(inputs, "topk_weights", DType::f32, {s.tokens, s.topk});
-  require_tensor(inputs, "gate_up_weights", DType::bf16, {s.experts, 2 * s.inter, s.hidden});
-  require_tensor(inputs, "down_weights", DType::bf16, {s.experts, s.hidden, s.inter});
+  require_tensor("moe", inputs, "hidden", DType::bf16, {s.tokens, s.hidden});
+  require_tensor("moe", inputs, "topk_ids", DType::i32, {s.tokens, s.topk});
+  require_tensor("moe", inputs, "topk_weights", DType::f32, {s.tokens, s.topk});
+  require_tensor("moe", inputs, "gate_up_weights", DType::bf16, {s.experts, 2 * s.inter, s.hidden});
+  require_tensor("moe", inputs, "down_weights", DType::bf16, {s.experts, s.hidden, s.inter});
   if (inputs.size() != 5)
     throw BadInput("moe: unknown input among the given ones (inputs: hidden, topk_ids, topk_weights, "
                    "gate_up_weights, down_weights)");

@@ -19,6 +19,7 @@
 
 #include "../../model/block.h"
 #include "../descriptor.h"
+#include "index_tensors.h"
 #include "../errors.h"
 #include "../random.h"
 #if DSV4H_GPU_LAYER
@@ -86,21 +87,13 @@ TensorMap make_inputs(const RoutingCase& c) {
   return {{"logits", std::move(logits)}, {"bias", std::move(bias)}};
 }
 
-void require_tensor(const TensorMap& inputs, const std::string& name, DType dtype, const Shape& shape) {
-  auto it = inputs.find(name);
-  if (it == inputs.end()) throw BadInput("moe_routing: input \"" + name + "\" is missing");
-  if (it->second.dtype() != dtype || it->second.shape() != shape)
-    throw BadInput("moe_routing: input \"" + name + "\" is " + dtype_name(it->second.dtype()) +
-                   shape_string(it->second.shape()) + ", the case needs " + dtype_name(dtype) + shape_string(shape));
-}
-
 void validate_inputs(const RoutingCase& c, const TensorMap& inputs) {
   check_sizes(c);
-  require_tensor(inputs, "logits", DType::f32, {c.tokens, c.experts});
+  require_tensor("moe_routing", inputs, "logits", DType::f32, {c.tokens, c.experts});
   const size_t expected = c.hash ? 3 : 2;
   if (c.hash) {
-    require_tensor(inputs, "token_ids", DType::i32, {c.tokens});
-    require_tensor(inputs, "tid2eid", DType::i32, {c.vocab, c.topk});
+    require_tensor("moe_routing", inputs, "token_ids", DType::i32, {c.tokens});
+    require_tensor("moe_routing", inputs, "tid2eid", DType::i32, {c.vocab, c.topk});
     const int32_t* ids = inputs.at("token_ids").data<int32_t>();
     for (int64_t t = 0; t < c.tokens; ++t)
       if (ids[t] < 0 || ids[t] >= c.vocab)
@@ -111,7 +104,7 @@ void validate_inputs(const RoutingCase& c, const TensorMap& inputs) {
         throw BadInput("moe_routing: tid2eid[" + std::to_string(i / c.topk) + ", " + std::to_string(i % c.topk) +
                        "] = " + std::to_string(table[i]) + " outside [0, experts)");
   } else {
-    require_tensor(inputs, "bias", DType::f32, {c.experts});
+    require_tensor("moe_routing", inputs, "bias", DType::f32, {c.experts});
   }
   if (inputs.size() != expected)
     throw BadInput(std::string("moe_routing: unknown input (inputs: ") + (c.hash ? "logits, token_ids, tid2eid)" : "logits, bias)"));

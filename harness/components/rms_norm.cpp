@@ -15,6 +15,7 @@
 
 #include "../../reference/rms_norm.h"
 #include "../descriptor.h"
+#include "index_tensors.h"
 #include "../errors.h"
 #include "../random.h"
 #if DSV4H_GPU_LAYER
@@ -69,18 +70,10 @@ TensorMap make_inputs(const NormCase& c) {
   return {{"x", std::move(x)}, {"weight", std::move(weight)}};
 }
 
-void require_tensor(const TensorMap& inputs, const std::string& name, DType dtype, const Shape& shape) {
-  auto it = inputs.find(name);
-  if (it == inputs.end()) throw BadInput("rms_norm: input \"" + name + "\" is missing");
-  if (it->second.dtype() != dtype || it->second.shape() != shape)
-    throw BadInput("rms_norm: input \"" + name + "\" is " + dtype_name(it->second.dtype()) +
-                   shape_string(it->second.shape()) + ", the case needs " + dtype_name(dtype) + shape_string(shape));
-}
-
 void validate_inputs(const NormCase& c, const TensorMap& inputs) {
   check_sizes(c);
-  require_tensor(inputs, "x", DType::bf16, {c.rows, c.dim});
-  require_tensor(inputs, "weight", DType::f32, {c.dim});
+  require_tensor("rms_norm", inputs, "x", DType::bf16, {c.rows, c.dim});
+  require_tensor("rms_norm", inputs, "weight", DType::f32, {c.dim});
   for (const auto& [name, t] : inputs)
     if (name != "x" && name != "weight") throw BadInput("rms_norm: unknown input \"" + name + "\" (inputs: x, weight)");
 }

@@ -275,14 +275,6 @@ std::vector<std::string> input_names(const Sizes& s) {
   return names;
 }
 
-void require(const TensorMap& inputs, const std::string& name, DType dtype, const Shape& shape) {
-  const auto it = inputs.find(name);
-  if (it == inputs.end()) throw BadInput("sparse_attention: input \"" + name + "\" is missing");
-  if (it->second.dtype() != dtype || it->second.shape() != shape)
-    throw BadInput("sparse_attention: input \"" + name + "\" is " + dtype_name(it->second.dtype()) +
-                   shape_string(it->second.shape()) + ", the case needs " + dtype_name(dtype) + shape_string(shape));
-}
-
 // A pool is whole pages of its format; its size is the inputs', not the case's (graph padding and
 // batch slices keep the pools whole).
 int64_t pool_slots(const TensorMap& inputs, const std::string& name, int64_t page_tokens) {
@@ -317,15 +309,15 @@ reference::SparseAttentionProblem problem_of(const AttnCase& c, const TensorMap&
 
 void validate_inputs(const AttnCase& c, const TensorMap& inputs) {
   const Sizes s = sizes_of(c);
-  require(inputs, "q", DType::bf16, {c.bs, c.heads, kDims});
-  require(inputs, "sink", DType::f32, {c.heads});
-  require(inputs, "positions", DType::i32, {c.bs});
-  require(inputs, "swa_indices", DType::i32, {c.bs, kWindow});
-  require(inputs, "swa_lengths", DType::i32, {c.bs});
+  require_tensor("sparse_attention", inputs, "q", DType::bf16, {c.bs, c.heads, kDims});
+  require_tensor("sparse_attention", inputs, "sink", DType::f32, {c.heads});
+  require_tensor("sparse_attention", inputs, "positions", DType::i32, {c.bs});
+  require_tensor("sparse_attention", inputs, "swa_indices", DType::i32, {c.bs, kWindow});
+  require_tensor("sparse_attention", inputs, "swa_lengths", DType::i32, {c.bs});
   pool_slots(inputs, "swa_cache", kSwaPageTokens);
   if (s.has_extra) {
-    require(inputs, "extra_indices", DType::i32, {c.bs, s.extra_width});
-    require(inputs, "extra_lengths", DType::i32, {c.bs});
+    require_tensor("sparse_attention", inputs, "extra_indices", DType::i32, {c.bs, s.extra_width});
+    require_tensor("sparse_attention", inputs, "extra_lengths", DType::i32, {c.bs});
     pool_slots(inputs, "extra_cache", s.extra_page_tokens);
   }
   reject_unknown_inputs("sparse_attention", inputs, input_names(s));

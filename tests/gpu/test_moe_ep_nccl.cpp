@@ -37,6 +37,7 @@
 #include "harness/gpu/device_tensor.h"
 #include "harness/gpu_slot.h"
 #include "harness/poison.h"
+#include "row_rel_l2.h"
 
 namespace dsv4h {
 namespace {
@@ -102,27 +103,13 @@ DeviceTensorMap launch_on_device(const Component& moe, const Case& c, const Devi
   return device_outputs;
 }
 
-double worst_row_rel_l2(const HostTensor& expected, const HostTensor& got) {
-  const int64_t rows = expected.shape()[0], cols = rows ? expected.numel() / rows : 0;
-  double worst = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    double diff = 0, norm = 0;
-    for (int64_t k = 0; k < cols; ++k) {
-      const double e = expected.get(r * cols + k), d = got.get(r * cols + k) - e;
-      diff += d * d, norm += e * e;
-    }
-    worst = std::max(worst, norm > 0 ? std::sqrt(diff / norm) : (diff > 0 ? INFINITY : 0.0));
-  }
-  return worst;
-}
-
 // Rank 0's verdict on the all-reduced sum.
 bool sum_matches(const Setup& s, const HostTensor& sum, const HostTensor& single) {
   const int64_t topk = s.whole.integer("topk"), inter = s.whole.integer("inter");
   // Against the single-GPU run: the same GEMM2 rows, summed in another order; both fp32 sums of
   // topk + R terms, each within fp32_accumulated's row bound of the exact sum (test_moe_gpu.cpp).
   const OutputCheck reorder{ToleranceClass::fp32_accumulated, Comparator::row_rel_l2, topk + s.ranks, ""};
-  const double worst = worst_row_rel_l2(single, sum), allowed = 2 * allowed_row_rel_l2(reorder);
+  const double worst = testing::worst_row_rel_l2(single, sum), allowed = 2 * allowed_row_rel_l2(reorder);
   std::printf("rank 0: all-reduced sum vs single-GPU run: worst row rel L2 %.3g, allowed %.3g\n", worst, allowed);
   // Against the reference: the partial's check with the all-reduce's R terms added to K.
   const OutputCheck check{ToleranceClass::fp32_over_bf16_stage, Comparator::row_rel_l2, inter + topk + s.ranks, ""};

@@ -11,25 +11,10 @@
 #include "gpu_env.h"
 #include "harness/compare.h"
 #include "harness/verify.h"
+#include "row_rel_l2.h"
 
 namespace dsv4h {
 namespace {
-
-// Rows of `got` against `expected`, both fp32 [rows, cols]: the largest ||got - expected|| /
-// ||expected|| over the rows (a zero row must be exactly zero).
-double worst_row_rel_l2(const HostTensor& expected, const HostTensor& got) {
-  const int64_t rows = expected.shape()[0], cols = expected.numel() / (rows ? rows : 1);
-  double worst = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    double diff = 0, norm = 0;
-    for (int64_t c = 0; c < cols; ++c) {
-      const double e = expected.get(r * cols + c), d = got.get(r * cols + c) - e;
-      diff += d * d, norm += e * e;
-    }
-    worst = std::max(worst, norm > 0 ? std::sqrt(diff / norm) : (diff > 0 ? INFINITY : 0.0));
-  }
-  return worst;
-}
 
 void ranks_add_up(GpuBackend* gpu, const std::string& sizes, uint64_t seed) {
   const Component& moe = registry().get("moe");
@@ -57,7 +42,7 @@ void ranks_add_up(GpuBackend* gpu, const std::string& sizes, uint64_t seed) {
     // (the slots, the scaled partials), each within fp32_accumulated's row bound of the exact sum,
     // so within twice that of each other.
     const OutputCheck reorder{ToleranceClass::fp32_accumulated, Comparator::row_rel_l2, topk + ranks, ""};
-    EXPECT_LE(worst_row_rel_l2(single_out, sum), 2 * allowed_row_rel_l2(reorder)) << "R = " << ranks;
+    EXPECT_LE(testing::worst_row_rel_l2(single_out, sum), 2 * allowed_row_rel_l2(reorder)) << "R = " << ranks;
     // Against the reference: the partial's check, with the all-reduce's R terms added to K.
     const OutputCheck check{ToleranceClass::fp32_over_bf16_stage, Comparator::row_rel_l2, inter + topk + ranks, ""};
     const OutputComparison cmp = compare_output("out", reference_out, Poison::a, sum, Poison::a, check);
