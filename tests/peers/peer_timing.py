@@ -68,6 +68,17 @@ def graph_of(step):
     return replay
 
 
+def graph_time_us(step, outputs, check, k):
+    """`step` captured in a CUDA graph (graph_of) and timed by its replays, k a sample, once a replay
+    into `outputs`, zeroed first, passed `check(outputs)`: a graph that writes nothing fails it."""
+    replay = graph_of(step)
+    for out in outputs:
+        out.zero_()
+    replay()
+    check(outputs)
+    return time_us(lambda i: replay(), k)
+
+
 def attempt(result, field, measure):
     """result[field] = measure(), in microseconds; where it raises (a peer that cannot compile, or
     whose check fails), result["errors"][field] says why and the field stays out."""
