@@ -9,7 +9,6 @@
 // (kernels/mhc.h says why), as the fp64 reference does; their fp64 error (the 4 * dim-term dot
 // products and 20 Sinkhorn passes, some 10^-13 relative even if the passes amplified it 1000-fold)
 // is under 10^-5 of an fp32 ulp, so the two roundings agree or are adjacent, as the classes state.
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -139,15 +138,12 @@ std::vector<Expected> input_specs(const MhcCase& c) {
 
 void validate_inputs(const MhcCase& c, const TensorMap& inputs) {
   check_sizes(c);
-  const std::vector<Expected> specs = input_specs(c);
-  std::string names;
-  for (const Expected& e : specs) {
-    names += (names.empty() ? "" : ", ") + e.name;
+  std::vector<std::string> names;
+  for (const Expected& e : input_specs(c)) {
     require_tensor("mhc", inputs, e.name, e.dtype, e.shape);
+    names.push_back(e.name);
   }
-  for (const auto& input : inputs)  // clang's C++17 lambdas cannot capture a structured binding
-    if (std::none_of(specs.begin(), specs.end(), [&](const Expected& e) { return e.name == input.first; }))
-      throw BadInput("mhc: unknown input \"" + input.first + "\" (inputs: " + names + ")");
+  reject_unknown_inputs("mhc", inputs, names);
 }
 
 TensorMap make_outputs(const MhcCase& c) {

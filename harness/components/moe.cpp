@@ -116,9 +116,7 @@ void validate_inputs(const MoeCase& c, const TensorMap& inputs) {
   require_tensor("moe", inputs, "topk_weights", DType::f32, {s.tokens, s.topk});
   require_tensor("moe", inputs, "gate_up_weights", DType::bf16, {s.experts, 2 * s.inter, s.hidden});
   require_tensor("moe", inputs, "down_weights", DType::bf16, {s.experts, s.hidden, s.inter});
-  if (inputs.size() != 5)
-    throw BadInput("moe: unknown input among the given ones (inputs: hidden, topk_ids, topk_weights, "
-                   "gate_up_weights, down_weights)");
+  reject_unknown_inputs("moe", inputs, {"hidden", "topk_ids", "topk_weights", "gate_up_weights", "down_weights"});
   const int32_t* ids = inputs.at("topk_ids").data<int32_t>();
   for (int64_t i = 0; i < s.rows; ++i)
     if (ids[i] < -1 || ids[i] >= s.experts)

@@ -90,7 +90,6 @@ TensorMap make_inputs(const RoutingCase& c) {
 void validate_inputs(const RoutingCase& c, const TensorMap& inputs) {
   check_sizes(c);
   require_tensor("moe_routing", inputs, "logits", DType::f32, {c.tokens, c.experts});
-  const size_t expected = c.hash ? 3 : 2;
   if (c.hash) {
     require_tensor("moe_routing", inputs, "token_ids", DType::i32, {c.tokens});
     require_tensor("moe_routing", inputs, "tid2eid", DType::i32, {c.vocab, c.topk});
@@ -106,8 +105,8 @@ void validate_inputs(const RoutingCase& c, const TensorMap& inputs) {
   } else {
     require_tensor("moe_routing", inputs, "bias", DType::f32, {c.experts});
   }
-  if (inputs.size() != expected)
-    throw BadInput(std::string("moe_routing: unknown input (inputs: ") + (c.hash ? "logits, token_ids, tid2eid)" : "logits, bias)"));
+  reject_unknown_inputs("moe_routing", inputs,
+                        c.hash ? std::vector<std::string>{"logits", "token_ids", "tid2eid"} : std::vector<std::string>{"logits", "bias"});
 }
 
 TensorMap make_outputs(const RoutingCase& c) {

@@ -74,8 +74,7 @@ void validate_inputs(const NormCase& c, const TensorMap& inputs) {
   check_sizes(c);
   require_tensor("rms_norm", inputs, "x", DType::bf16, {c.rows, c.dim});
   require_tensor("rms_norm", inputs, "weight", DType::f32, {c.dim});
-  for (const auto& [name, t] : inputs)
-    if (name != "x" && name != "weight") throw BadInput("rms_norm: unknown input \"" + name + "\" (inputs: x, weight)");
+  reject_unknown_inputs("rms_norm", inputs, {"x", "weight"});
 }
 
 TensorMap make_outputs(const NormCase& c) {
