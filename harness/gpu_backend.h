@@ -43,8 +43,8 @@ class GpuBackend {
   virtual TensorMap run_over(const Component& component, const Case& c, const TensorMap&, const TensorMap&) {
     throw std::logic_error(device_name() + " cannot run " + component.name + " from given outputs (" + c.str() + ")");
   }
-  // Captures the component at every bucket, then for every batch 1..max_batch pads fresh inputs to
-  // the smallest bucket that holds it, replays that bucket's graph into poisoned outputs, and
+  // Captures the component at every bucket, then for every batch 1..max_batch pads its inputs
+  // (replay_batches.h) to the smallest bucket that holds it, replays that bucket's graph into poisoned outputs, and
   // compares every output with the reference and with an eager launch, both run on the same padded
   // inputs at the bucket's case. A failed capture throws, naming what broke it.
   virtual ReplayResult graph_replay(const Component& component, const Case& base, const ReplayOptions& options) = 0;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "../replay_batches.h"
 #include "../verify.h"
 
 namespace dsv4h {
@@ -70,11 +71,11 @@ class CapturedBucket {
 // at the bucket's case; returns the failures (empty when it passed) and raises `budget_used`. The
 // outputs were poisoned before each run, so what padding must leave alone is compared as unwritten.
 // `scores`: what the checks look up (topk_scores), taken before the reference was masked.
-std::vector<std::string> check_replay(const Component& component, const Case& c, const Case& bucket_case,
+std::vector<std::string> check_replay(const Component& component, const std::string& label, const Case& bucket_case,
                                       const TensorMap& scores, const TensorMap& reference, const TensorMap& eager,
                                       const TensorMap& replayed, double& budget_used) {
   std::vector<std::string> failures;
-  const std::string where = c.str() + " replayed in bucket " +
+  const std::string where = label + " replayed in bucket " +
                             std::to_string(bucket_case.integer(component.batch_param)) + ": ";
   for (const auto& [name, got] : replayed) {
     const OutputComparison vs_ref = compare_output(name, reference.at(name), Poison::a, got, Poison::b,
@@ -101,13 +102,15 @@ ReplayResult run_graph_replay(GpuBackend& eager, hipStream_t stream, const Compo
 
   ReplayResult result;
   constexpr size_t kFailuresKept = 5;
+  std::unique_ptr<BucketBatches> batches;
   for (int64_t n = 1; n <= options.max_batch; ++n) {
     if (options.on_batch) options.on_batch(n);
     const auto it = std::lower_bound(options.buckets.begin(), options.buckets.end(), n);
     CapturedBucket& bucket = *captured[static_cast<size_t>(it - options.buckets.begin())];
-    const Case c = base.with(component.batch_param, std::to_string(n)).with_seed(base.seed() + static_cast<uint64_t>(n));
-    const TensorMap padded = component.pad_batch(c, component.make_inputs(c), *it);
-    TensorMap reference = reference_outputs(component, bucket.bucket_case(), padded, Poison::a);
+    if (!batches || batches->bucket() != *it) batches = std::make_unique<BucketBatches>(component, base, *it);
+    ReplayBatch batch = batches->at(n);
+    const TensorMap& padded = batch.padded;
+    TensorMap& reference = batch.reference;
     TensorMap eager_outputs = eager.run(component, bucket.bucket_case(), padded, Poison::a);
     TensorMap bucket_outputs = component.make_outputs(bucket.bucket_case());
     fill_poison(bucket_outputs, Poison::b);
@@ -117,7 +120,7 @@ ReplayResult run_graph_replay(GpuBackend& eager, hipStream_t stream, const Compo
     mask_unchecked(component, bucket.bucket_case(), eager_outputs, Poison::a);
     mask_unchecked(component, bucket.bucket_case(), replayed, Poison::b);
     const std::vector<std::string> failures =
-        check_replay(component, c, bucket.bucket_case(), scores, reference, eager_outputs, replayed,
+        check_replay(component, batch.label, bucket.bucket_case(), scores, reference, eager_outputs, replayed,
                      result.budget_used);
     ++result.batches_checked;
     if (!failures.empty()) ++result.batches_failed;

@@ -3,11 +3,18 @@
 // reference must run on it (graph replay compares each replay with exactly that reference); and
 // every padded input must have exactly the shape of the bucket's own inputs, since graph replay
 // uploads it into the buffers captured at the bucket (a pool sized by the batch's random contents
-// passed the input checks but not the upload).
+// passed the input checks but not the upload). And where replay takes a batch's rows from its
+// bucket's (replay_batches.h), the outputs it expects are exactly the reference's on the padded batch.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "harness/component.h"
 #include "harness/poison.h"
+#include "harness/replay_batches.h"
 
 namespace dsv4h {
 namespace {
@@ -33,6 +40,31 @@ TEST(ComponentPadding, PaddedBatchesAreValidInputsOfTheBucket) {
       EXPECT_NO_THROW(component.reference(bucket, padded, outputs)) << c.str() << " padded to 8";
     }
   }
+}
+
+TEST(ComponentPadding, SharedBucketRowsExpectTheReferenceOfThePaddedBatch) {
+  std::vector<std::string> sharing;
+  for (const Component& component : registry().all()) {
+    if (!component.pad_batch) continue;
+    const Case base = parse_case(component.replay_case);
+    const Case bucket = base.with(component.batch_param, "8").with_seed(base.seed() + 8);
+    const BucketBatches batches(component, base, 8);
+    if (batches.shares_rows()) sharing.push_back(component.name);
+    for (int64_t n : {1, 3, 8}) {
+      const ReplayBatch b = batches.at(n);
+      const TensorMap full = reference_outputs(component, bucket, b.padded, Poison::a);
+      ASSERT_EQ(b.reference.size(), full.size()) << b.label;
+      for (const auto& [name, t] : full) {
+        const HostTensor& got = b.reference.at(name);
+        ASSERT_EQ(got.shape(), t.shape()) << b.label << ": " << name;
+        EXPECT_EQ(std::memcmp(got.bytes(), t.bytes(), t.nbytes()), 0) << b.label << ": output " << name << " differs";
+      }
+    }
+  }
+  // The two whose inputs cost most a row (fp8 pools) must share; so must every one with slice_batch
+  // whose outputs are rows.
+  for (const char* name : {"indexer", "sparse_attention", "filtered_silu_mul", "moe", "rms_norm"})
+    EXPECT_NE(std::find(sharing.begin(), sharing.end(), name), sharing.end()) << name << " does not share its bucket's rows";
 }
 
 }  // namespace

@@ -1,0 +1,76 @@
+#include "replay_batches.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include "poison.h"
+
+namespace dsv4h {
+namespace {
+
+// True where the bucket's expected outputs can be assembled row by row: a slice of the whole bucket
+// maps every output to rows, but for one the reference leaves all poison (a kernel's scratch),
+// which is the same whatever the rows.
+bool rows_cover_outputs(const Component& component, const Case& bucket_case, const TensorMap& inputs,
+                        const TensorMap& reference) {
+  const BatchSlice whole = component.slice_batch(bucket_case, inputs, 0, bucket_case.integer(component.batch_param));
+  for (const auto& [name, out] : reference) {
+    if (whole.output_rows.count(name) && !out.shape().empty()) continue;
+    for (int64_t i = 0; i < out.numel(); ++i)
+      if (!is_poison(out, i, Poison::a)) return false;
+  }
+  return true;
+}
+
+// Writes `part` (a slice's output) into `whole` from row `first` on.
+void put_rows(HostTensor& whole, const HostTensor& part, int64_t first, const std::string& name) {
+  const size_t row_bytes = whole.shape()[0] ? whole.nbytes() / static_cast<size_t>(whole.shape()[0]) : 0;
+  if (part.nbytes() % (row_bytes ? row_bytes : 1) ||
+      static_cast<size_t>(first) * row_bytes + part.nbytes() > whole.nbytes())
+    throw std::logic_error("graph replay: the padding rows' output \"" + name + "\" does not fit its rows");
+  std::memcpy(whole.bytes() + static_cast<size_t>(first) * row_bytes, part.bytes(), part.nbytes());
+}
+
+}  // namespace
+
+BucketBatches::BucketBatches(const Component& component, const Case& base, int64_t bucket)
+    : component_(component),
+      base_(base),
+      bucket_case_(base.with(component.batch_param, std::to_string(bucket)).with_seed(base.seed() + static_cast<uint64_t>(bucket))),
+      bucket_(bucket) {
+  if (!component.pad_batch) throw std::logic_error(component.name + " has no pad_batch: graph replay needs one");
+  if (!component.slice_batch) return;
+  inputs_ = component.make_inputs(bucket_case_);
+  reference_ = reference_outputs(component, bucket_case_, inputs_, Poison::a);
+  shares_rows_ = rows_cover_outputs(component, bucket_case_, inputs_, reference_);
+}
+
+ReplayBatch BucketBatches::at(int64_t n) const {
+  ReplayBatch b;
+  if (!shares_rows_) {
+    const Case c = base_.with(component_.batch_param, std::to_string(n)).with_seed(base_.seed() + static_cast<uint64_t>(n));
+    b.label = c.str();
+    b.padded = component_.pad_batch(c, component_.make_inputs(c), bucket_);
+    b.reference = reference_outputs(component_, bucket_case_, b.padded, Poison::a);
+    return b;
+  }
+  const BatchSlice real = component_.slice_batch(bucket_case_, inputs_, 0, n);
+  b.label = "rows [0, " + std::to_string(n) + ") of " + bucket_case_.str();
+  b.padded = component_.pad_batch(real.c, real.inputs, bucket_);
+  b.reference = reference_;
+  if (n == bucket_) return b;
+  const BatchSlice padding = component_.slice_batch(bucket_case_, b.padded, n, bucket_);
+  for (const auto& [name, part] : reference_outputs(component_, padding.c, padding.inputs, Poison::a)) {
+    if (!padding.output_rows.count(name)) continue;  // left all poison (rows_cover_outputs)
+    HostTensor& whole = b.reference.at(name);
+    const int64_t first = padding.output_rows.at(name);
+    if (first + part.shape()[0] != whole.shape()[0])
+      throw std::logic_error("graph replay: " + component_.name + "'s padding rows of output \"" + name +
+                             "\" do not end its rows");
+    put_rows(whole, part, first, name);
+  }
+  return b;
+}
+
+}  // namespace dsv4h
