@@ -67,5 +67,19 @@ TEST(ComponentPadding, SharedBucketRowsExpectTheReferenceOfThePaddedBatch) {
     EXPECT_NE(std::find(sharing.begin(), sharing.end(), name), sharing.end()) << name << " does not share its bucket's rows";
 }
 
+// A case whose slice_batch refuses to slice (prefill metadata: rows per request vary) replays with
+// inputs of each batch's own, as before; the 2026-12-06 GPU run threw here instead.
+TEST(ComponentPadding, CasesThatCannotSliceGetTheirOwnInputs) {
+  const Component& component = registry().get("attn_metadata");
+  const Case base = parse_case("attn_metadata(bs=1,mode=1,extend=5,ctx=1024,max_seq_len=700)");
+  const BucketBatches batches(component, base, 4);
+  EXPECT_FALSE(batches.shares_rows());
+  const ReplayBatch b = batches.at(3);
+  EXPECT_EQ(b.label, base.with("bs", "3").with_seed(base.seed() + 3).str());
+  const TensorMap full = reference_outputs(component, base.with("bs", "4"), b.padded, Poison::a);
+  for (const auto& [name, t] : full)
+    EXPECT_EQ(std::memcmp(b.reference.at(name).bytes(), t.bytes(), t.nbytes()), 0) << name;
+}
+
 }  // namespace
 }  // namespace dsv4h
