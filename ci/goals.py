@@ -245,8 +245,8 @@ def unbound(components, names_by_binary):
         if binary not in names_by_binary:
             failures.append(f"{component}: goals, but its bench binary {binary!r} is not one of {sorted(names_by_binary)}")
             continue
-        names = [re.sub(r"/(iterations|repeats|min_time):[^/]+", "", n) for n in names_by_binary[binary]]
-        names = [n for n in names if not bench_filter or re.search(bench_filter, n)]
+        registered = [re.sub(r"/(iterations|repeats|min_time):[^/]+", "", n) for n in names_by_binary[binary]]
+        names = [n for n in registered if not bench_filter or re.search(bench_filter, n)]
         for goal in c["goals"]:
             for combo in itertools.product(*goal.get("each", [])):
                 variables = {k: v for part in combo for k, v in part.items()}
@@ -257,8 +257,9 @@ def unbound(components, names_by_binary):
                     patterns.append(goal["match"].format(**variables))
                 for pattern in patterns:
                     if not any(re.fullmatch(pattern, n) for n in names):
-                        failures.append(f"{component}: goal {goal['text']!r} names {pattern!r}, which matches no "
-                                        f"benchmark of {binary}" + (f" under its filter {bench_filter!r}" if bench_filter else ""))
+                        why = (f"its bench filter {bench_filter!r} leaves out" if any(re.fullmatch(pattern, n) for n in registered)
+                               else f"{binary} registers no")
+                        failures.append(f"{component}: goal {goal['text']!r} names {pattern!r}: {why} such benchmark")
     return failures
 
 
