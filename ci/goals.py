@@ -217,6 +217,52 @@ def judge_binding(component, goal, variables, b, by_name):
     return judged
 
 
+def pattern_of(template, variables):
+    """A benchmark name template as a regex: the variables it is given filled in, any other
+    variable (a peer result's, known only once the peers ran) matching any one name part, or any
+    name where it is the whole template."""
+    fields = list(string.Formatter().parse(template))
+    parts = []
+    for literal, name, spec, _ in fields:
+        parts.append(re.escape(literal))
+        if name is not None:
+            parts.append(re.escape(format(variables[name], spec)) if name in variables
+                         else ".+" if len(fields) == 1 and not literal else "[^/]+")
+    return "".join(parts)
+
+
+def unbound(components, names_by_binary):
+    """Every goal naming a benchmark that its component's benchmark binary does not register, or
+    that the component's bench filter leaves out: such a goal would never be judged, and pass
+    silently. `names_by_binary`: {binary: the names `--benchmark_list_tests` prints}. Each of the
+    goal's names counts: the benchmark (or match), over, empty, floors and also, for every
+    combination of its `each` axes. Returns the failures, each naming the goal and the name."""
+    failures = []
+    for component, c in components.items():
+        if not c.get("goals"):
+            continue
+        binary, bench_filter = c.get("bench", {}).get("binary"), c.get("bench", {}).get("filter")
+        if binary not in names_by_binary:
+            failures.append(f"{component}: goals, but its bench binary {binary!r} is not one of {sorted(names_by_binary)}")
+            continue
+        registered = [re.sub(r"/(iterations|repeats|min_time):[^/]+", "", n) for n in names_by_binary[binary]]
+        names = [n for n in registered if not bench_filter or re.search(bench_filter, n)]
+        for goal in c["goals"]:
+            for combo in itertools.product(*goal.get("each", [])):
+                variables = {k: v for part in combo for k, v in part.items()}
+                templates = [goal.get("benchmark"), goal.get("over"), goal.get("empty"), *goal.get("floors", []),
+                             *goal.get("also", {}).values()]
+                patterns = [pattern_of(t, variables) for t in templates if t]
+                if "match" in goal:
+                    patterns.append(goal["match"].format(**variables))
+                for pattern in patterns:
+                    if not any(re.fullmatch(pattern, n) for n in names):
+                        why = (f"its bench filter {bench_filter!r} leaves out" if any(re.fullmatch(pattern, n) for n in registered)
+                               else f"{binary} registers no")
+                        failures.append(f"{component}: goal {goal['text']!r} names {pattern!r}: {why} such benchmark")
+    return failures
+
+
 def judge(report, components):
     """Every component's goals that the record has the numbers for, in the components' order."""
     by_name = {b["name"]: b for b in report.get("benchmarks", [])}

@@ -15,6 +15,15 @@ namespace dsv4h {
 constexpr int kIndexerMaxHeads = 64;
 constexpr int kIndexerC4PageEntries = 64;  // entries per C4 page; a page is 64 * 132 bytes
 
+// The C4 entries a row at `position` sees (spec 3.3: j < (position + 1) / 4), at most `width`: the
+// one count of the scoring and top-k kernels (their masks must agree) and of bench_indexer's
+// shapes. The reference counts its own (reference/indexer.h, c4_visible): it shares no code with
+// what it checks.
+__host__ __device__ inline int64_t indexer_visible_entries(int64_t position, int64_t width) {
+  const int64_t v = (position + 1) / 4;
+  return v < width ? v : width;
+}
+
 struct IndexerQueryArgs {
   const uint16_t* q;          // [rows, heads, 128] bf16 bits, as projected (before rope)
   const int32_t* positions;   // [rows] token positions

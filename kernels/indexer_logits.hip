@@ -34,11 +34,10 @@ constexpr int kDim = 128, kKeyStride = 144, kPageValueBytes = kEntries * kDim;
 
 __device__ __forceinline__ int64_t visible_entries(int32_t position, int64_t width) {
 #if defined(DSV4H_MUTANT_INDEXER_MASK_OFF_BY_ONE)
-  const int64_t v = (static_cast<int64_t>(position) + 1) / 4 + 1;
+  return indexer_visible_entries(int64_t{position} + 4, width);  // (p + 5) / 4 = (p + 1) / 4 + 1
 #else
-  const int64_t v = (static_cast<int64_t>(position) + 1) / 4;
+  return indexer_visible_entries(position, width);
 #endif
-  return v < width ? v : width;
 }
 
 __global__ void __launch_bounds__(kThreads) indexer_logits_kernel(IndexerLogitsArgs args) {

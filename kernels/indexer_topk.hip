@@ -28,11 +28,9 @@ __device__ __forceinline__ int64_t visible_entries(int32_t position, int64_t wid
   (void)position;
   return width;
 #elif defined(DSV4H_MUTANT_INDEXER_MASK_OFF_BY_ONE)
-  const int64_t v = (static_cast<int64_t>(position) + 1) / 4 + 1;
-  return v < width ? v : width;
+  return indexer_visible_entries(int64_t{position} + 4, width);  // (p + 5) / 4 = (p + 1) / 4 + 1
 #else
-  const int64_t v = (static_cast<int64_t>(position) + 1) / 4;
-  return v < width ? v : width;
+  return indexer_visible_entries(position, width);
 #endif
 }
 

@@ -397,7 +397,8 @@ Component attn_metadata_component() {
   };
   d.gpu_tests = "*AttnMetadata*:*MetadataGpu*";
   d.bench_binary = "bench_attn_metadata";
-  d.bench_filter = "empty_kernel_graph|dependent_loads_graph|BM_attn_metadata_update";
+  d.bench_filter = "empty_kernel_graph|dependent_loads_graph|BM_attn_metadata_update|BM_copy_same_bytes_update|"
+                   "BM_copy_kernel_same_bytes_update";
   // Issue 5's goals, judged on a replay's update (temp:0, built straight into the buffers); the same
   // update also writing the staging set, as an eager step does (temp:1), is named beside it. The
   // 10x is against per-field copies as an engine runs them, eagerly before a replay; captured in a

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "compressor.h"
+
 #include "../../reference/compressor.h"
 #include "../descriptor.h"
 #include "../errors.h"
@@ -46,7 +48,7 @@ constexpr int64_t kBoundaries = sizeof(kBoundaryLengths) / sizeof(kBoundaryLengt
 
 struct Params {
   int64_t ratio = 4, dims = 512, batch = 1, tokens = 300, start = 0;
-  int64_t boundary = 0, spread = 0, ref_bug = 0;
+  int64_t boundary = 0, spread = 0;
   template <typename F>
   void fields(F& f) {
     f("ratio", ratio, "compress ratio: 4 (two overlapping series) or 128");
@@ -57,9 +59,6 @@ struct Params {
     f("boundary", boundary, "1 = request b ends the step at p + 1 = the (b mod 11)-th boundary length "
                             "{1,2,3,4,5,127,128,129,255,256,257}, with min(tokens, p + 1) tokens");
     f("spread", spread, "1 = each request's start in [0, start] and tokens in [1, tokens], at random");
-    f("ref_bug", ref_bug, "the reference computes with an issue-29 bug (CPU mutant checks): 0 none, "
-                          "1 overlap half missing, 2 absent half score 0, 3 rope at the last position, "
-                          "4 emission late, 5 chunk state dropped");
   }
 };
 using CompressorCase = CaseOf<Params>;
@@ -83,9 +82,8 @@ Sizes sizes_of(const CompressorCase& c) {
   if (c.boundary != 0 && c.boundary != 1) throw bad("boundary must be 0 or 1");
   if (c.spread != 0 && c.spread != 1) throw bad("spread must be 0 or 1");
   if (c.boundary && (c.spread || c.start)) throw bad("boundary sets every request's start: spread and start must be 0");
-  if (c.ref_bug < 0 || c.ref_bug > 5) throw bad("ref_bug must be in [0, 5]");
   Sizes s;
-  s.config = {static_cast<int>(c.ratio), static_cast<int>(c.dims), static_cast<CompressorBug>(c.ref_bug)};
+  s.config = {static_cast<int>(c.ratio), static_cast<int>(c.dims), CompressorBug::none};
   s.width = reference::compressor_series(s.config.ratio) * c.dims;
   s.ring_rows = reference::compressor_ring_rows(s.config.ratio);
   s.rows = c.batch * c.tokens;
@@ -213,8 +211,10 @@ TensorMap make_outputs(const CompressorCase& c) {
           {"ring_out", HostTensor(DType::f32, {(c.batch + 1) * s.ring_rows, 2 * s.width})}};
 }
 
-void run_reference(const CompressorCase& c, const TensorMap& inputs, TensorMap& outputs) {
-  const Sizes s = sizes_of(c);
+// The reference, computing with `bug` (none but in compressor_reference_with_bug, test-only).
+void reference_with(const CompressorCase& c, const TensorMap& inputs, TensorMap& outputs, CompressorBug bug) {
+  Sizes s = sizes_of(c);
+  s.config.bug = bug;
   const HostTensor& kv = inputs.at("kv");
   const HostTensor& score = inputs.at("score");
   reference::CompressorWeights weights;
@@ -236,6 +236,10 @@ void run_reference(const CompressorCase& c, const TensorMap& inputs, TensorMap& 
     for (int64_t p = std::max(start, start + len - s.ring_rows); p < start + len; ++p)
       std::memcpy(ring_row(ring_out, s, r, p), state.row(p % s.ring_rows).data(), 2 * s.width * sizeof(float));
   }
+}
+
+void run_reference(const CompressorCase& c, const TensorMap& inputs, TensorMap& outputs) {
+  reference_with(c, inputs, outputs, CompressorBug::none);
 }
 
 // Graph replay (decode: one token a request): padding requests process no token (extend_len 0,
@@ -312,6 +316,14 @@ void launch(const CompressorCase& c, const DeviceTensorMap& inputs, DeviceTensor
 #endif
 
 }  // namespace
+
+TensorMap compressor_reference_with_bug(const Case& c, const TensorMap& inputs, CompressorBug bug, Poison poison) {
+  const CompressorCase typed(c);
+  TensorMap outputs = make_outputs(typed);
+  fill_poison(outputs, poison);
+  reference_with(typed, inputs, outputs, bug);
+  return outputs;
+}
 
 Component compressor_component() {
   Descriptor<Params> d;

@@ -188,11 +188,14 @@ Component filtered_silu_mul_component() {
   d.gpu_tests = "*FilteredSiluMul*";
   d.bench_binary = "bench_filtered_silu_mul";
   // Issue 2's goals (ci/goals.py says how each is judged); the peers: tests/peers/filtered_silu_mul.py.
+  // Rows 196608 has no copy floor: a copy of its 2.4 GB does not fit the benchmark's pools.
   d.goals = R"json([
     {"text": "rows={rows} all kept: >= {pct}% of copy bandwidth", "measure": "copy_fraction", "bound": "{need}",
      "benchmark": "BM_filtered_silu_mul/rows:{rows}/kept_permille:1000/manual_time",
-     "each": [[{"rows": 24576, "need": 0.95, "pct": 95}, {"rows": 196608, "need": 0.95, "pct": 95}, {"rows": 3072, "need": 0.80, "pct": 80}]],
+     "each": [[{"rows": 24576, "need": 0.95, "pct": 95}, {"rows": 3072, "need": 0.80, "pct": 80}]],
      "floors": ["BM_copy_same_bytes/rows:{rows}/manual_time"]},
+    {"text": "rows={rows} all kept: >= {pct}% of copy bandwidth", "measure": "copy_fraction", "bound": 0.95,
+     "benchmark": "BM_filtered_silu_mul/rows:{rows}/kept_permille:1000/manual_time", "each": [[{"rows": 196608, "pct": 95}]]},
     {"text": "rows={rows} kept {kept}: <= {need}x the all-kept time", "measure": "time_ratio", "bound": "{need}",
      "benchmark": "BM_filtered_silu_mul/rows:{rows}/kept_permille:{permille}/manual_time",
      "over": "BM_filtered_silu_mul/rows:{rows}/kept_permille:1000/manual_time",

@@ -66,18 +66,27 @@ Sizes sizes_of(const MoeCase& c) {
   if (s.rank < 0 || s.rank >= s.ranks) throw bad("rank must be in [0, ranks)");
   if (!(s.route_scale > 0 && std::isfinite(s.route_scale))) throw bad("route_scale must be > 0 and finite");
   if (!(s.padded >= 0 && s.padded <= 1)) throw bad("padded must be in [0, 1]");
-  // The reference holds the rows' stages and the weights in double precision: 2^27 elements each.
-  if (s.tokens > (int64_t{1} << 27) / (s.topk * (3 * s.inter + s.hidden)))
-    throw bad("tokens * topk * (3 inter + hidden) above 2^27 elements");
-  if (s.experts * 3 * s.inter * s.hidden > (int64_t{1} << 27)) throw bad("experts * 3 inter * hidden above 2^27 weights");
+  if (s.tokens > (int64_t{1} << 31) / s.topk) throw bad("tokens * topk must be below 2^31");
   s.rows = s.tokens * s.topk;
   s.local_experts = s.experts / s.ranks;
   s.first_expert = s.rank * s.local_experts;
   return s;
 }
 
-TensorMap make_inputs(const MoeCase& c) {
+// The sizes of a case whose inputs and reference are made on the host: the reference holds the
+// rows' stages and the weights in double precision, 2^27 elements each. The GPU launcher and work()
+// take larger ones (tests/bench/bench_moe.cpp: DeepSeek-V4-Flash's experts, device inputs).
+Sizes host_sizes_of(const MoeCase& c) {
   const Sizes s = sizes_of(c);
+  if (s.tokens > (int64_t{1} << 27) / (s.topk * (3 * s.inter + s.hidden)))
+    throw BadInput("moe: tokens * topk * (3 inter + hidden) above 2^27 elements in " + c.str());
+  if (s.experts * 3 * s.inter * s.hidden > (int64_t{1} << 27))
+    throw BadInput("moe: experts * 3 inter * hidden above 2^27 weights in " + c.str());
+  return s;
+}
+
+TensorMap make_inputs(const MoeCase& c) {
+  const Sizes s = host_sizes_of(c);
   Rng rng(c.seed());
   HostTensor hidden(DType::bf16, {s.tokens, s.hidden});
   fill_normal(hidden, rng, 0, 1);
@@ -146,7 +155,7 @@ void write_matrix(HostTensor& t, const Eigen::MatrixXd& m) {
 }
 
 void run_reference(const MoeCase& c, const TensorMap& inputs, TensorMap& outputs) {
-  const Sizes s = sizes_of(c);
+  const Sizes s = host_sizes_of(c);
   reference::MoeRank rank;
   rank.inter = s.inter;
   rank.experts = s.experts;
@@ -307,6 +316,32 @@ Component moe_component() {
       DSV4H_MUTANT(moe_global_id_as_local, "moe_local_ids.hip", "the global expert id used as the local index: the rank's offset not subtracted"),
   };
   d.gpu_tests = "*MoeGpu*";
+  d.bench_binary = "bench_moe";
+  d.bench_filter = "BM_moe|BM_copy_same_bytes_moe|BM_copy_kernel_same_bytes_moe|BM_empty_kernel|BM_dependent_loads";
+  // Goals (ci/goals.py) on tests/bench/bench_moe.cpp's shapes: DeepSeek-V4-Flash's experts on rank
+  // 0 of 8 ("flash") and the tiny model's ("tiny", spec 1.3). Flash decode reads its used experts'
+  // weights (50 MB each) and little else: memory-bound, judged against the copy of its bytes. Tiny
+  // decode is five launches over data in L2: launch-bound, judged against five empty kernels' time.
+  // Flash prefill against the larger of its byte and matrix-rate floors (the peers' floor_us: a copy
+  // of its bytes, its FLOPs at the dense bf16 rate of torch.mm), and every shape ahead of every peer
+  // (tests/peers/moe.py: torch eager, torch.compile, Triton).
+  d.goals = R"json([
+    {"text": "moe flash decode tokens={tokens}: >= 80% of copy bandwidth", "measure": "copy_fraction", "bound": 0.8,
+     "benchmark": "BM_moe_decode/tokens:{tokens}/hidden:4096/inter:2048/experts:256/topk:6/ranks:8/manual_time",
+     "floors": ["BM_copy_same_bytes_moe/tokens:{tokens}/hidden:4096/inter:2048/experts:256/topk:6/ranks:8/manual_time"],
+     "each": [[{"tokens": 1}, {"tokens": 8}, {"tokens": 64}, {"tokens": 256}]]},
+    {"text": "moe tiny decode tokens={tokens}: <= 5x an empty kernel (its five launches)", "measure": "ratio_to_empty",
+     "bound": 5, "benchmark": "BM_moe_decode/tokens:{tokens}/hidden:256/inter:64/experts:8/topk:2/ranks:1/manual_time",
+     "empty": "BM_empty_kernel/manual_time", "floors": ["BM_dependent_loads/depth:2/manual_time"],
+     "each": [[{"tokens": 1}, {"tokens": 8}, {"tokens": 64}, {"tokens": 256}]]},
+    {"text": "moe flash prefill tokens={tokens}: within 2x the larger of its byte and matrix-rate floors ({peer:.1f} us)",
+     "measure": "faster_than_peer", "bound": 2.0, "peers": "peers.moe", "against": "floor_us",
+     "where": {"op": "prefill", "hidden": 4096},
+     "benchmark": "BM_moe_prefill/tokens:{tokens}/hidden:{hidden}/inter:{inter}/experts:{experts}/topk:{topk}/ranks:{ranks}/manual_time"},
+    {"text": "moe {op} tokens={tokens} hidden={hidden}: ahead of every peer (best: {best_peer}, {best_peer_us:.1f} us)",
+     "measure": "faster_than_peers", "bound": 1.0, "peers": "peers.moe", "against": ["eager_us", "compile_us", "triton_us"],
+     "benchmark": "BM_moe_{op}/tokens:{tokens}/hidden:{hidden}/inter:{inter}/experts:{experts}/topk:{topk}/ranks:{ranks}/manual_time"}
+  ])json";
   d.make_inputs = make_inputs;
   d.validate_inputs = validate_inputs;
   d.make_outputs = make_outputs;

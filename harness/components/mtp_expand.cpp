@@ -178,7 +178,7 @@ Component mtp_expand_component() {
   };
   d.gpu_tests = "*MtpExpand*";
   d.bench_binary = "bench_attn_metadata";
-  d.bench_filter = "empty_kernel_graph|BM_mtp_expand|BM_copy_same_bytes_mtp";
+  d.bench_filter = "empty_kernel_graph|dependent_loads_graph|BM_mtp_expand|BM_copy_same_bytes_mtp|BM_copy_kernel_same_bytes_mtp";
   // Issue 5's goals (ci/goals.py); the peers (tests/peers/mtp_expand.py): torch's repeat_interleave
   // with output_size, eager and in a graph, torch.compile and a Triton kernel, each in a graph.
   d.goals = R"json([

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench_support.h"
+#include "harness/component.h"
 #include "harness/gpu/device_tensor.h"
 #include "harness/random.h"
 #include "kernels/compressor.h"
@@ -30,7 +31,6 @@ constexpr size_t kInputPoolBytes = size_t{1} << 30;
 constexpr int64_t kMaxBatch = 256;
 
 int64_t width_of(int64_t ratio) { return (ratio == 4 ? 2 : 1) * kDims; }
-int64_t ring_rows_of(int64_t ratio) { return ratio == 4 ? 8 : 128; }
 
 // Device data shared by every benchmark: 1 GiB of random fp32 (kv and score windows are cut from
 // it), the ape and norm weight, rings for the largest batch, the pool and the copy ceiling.
@@ -72,7 +72,6 @@ DeviceBuffer upload_i32(const std::vector<int32_t>& v) {
 // One step's per-request and per-token tensors, on the device.
 struct Step {
   DeviceBuffer start, extend_len, ring_index, out_loc;
-  int64_t entries = 0;
 };
 
 Step make_step(int64_t ratio, int64_t batch, int64_t tokens, const std::vector<int32_t>& starts) {
@@ -82,7 +81,7 @@ Step make_step(int64_t ratio, int64_t batch, int64_t tokens, const std::vector<i
   for (int64_t b = 0; b < batch; ++b) {
     ring_index[b] = static_cast<int32_t>(b + 1);
     for (int64_t i = 0; i < tokens; ++i)
-      if ((starts[b] + i + 1) % ratio == 0) out_loc[b * tokens + i] = slot++, ++s.entries;
+      if ((starts[b] + i + 1) % ratio == 0) out_loc[b * tokens + i] = slot++;
   }
   s.start = upload_i32(starts);
   s.extend_len = upload_i32(len);
@@ -114,32 +113,36 @@ CompressorArgs args_for(const Pool& p, const Step& s, int64_t ratio, int64_t bat
   return a;
 }
 
-// The descriptor's work count for these steps (harness/components/compressor.cpp, work()).
-double step_bytes(int64_t ratio, int64_t batch, int64_t tokens, const std::vector<int32_t>& starts, int64_t entries) {
-  const int64_t width = width_of(ratio), ring_rows = ring_rows_of(ratio);
-  double bytes = entries * 584.0;
+// The descriptor's work count for these steps (harness/components/compressor.cpp, work(): it reads
+// the requests' starts and lengths only).
+WorkCount step_work(int64_t ratio, int64_t batch, int64_t tokens, const std::vector<int32_t>& starts) {
+  HostTensor start(DType::i32, {batch}), extend_len(DType::i32, {batch});
   for (int64_t b = 0; b < batch; ++b) {
-    const int64_t start = starts[b];
-    const int64_t emits = (start + tokens) / ratio - start / ratio;
-    const int64_t reach = ratio == 4 ? 4 + start % 4 : start % 128;
-    bytes += 8.0 * width * tokens + 4.0 * tokens + 8.0 * width * std::min(tokens, ring_rows) +
-             (emits > 0 ? 8.0 * width * std::min(start, reach) : 0.0);
+    start.data<int32_t>()[b] = starts[b];
+    extend_len.data<int32_t>()[b] = static_cast<int32_t>(tokens);
   }
-  return bytes;
+  TensorMap inputs;
+  inputs.emplace("start", std::move(start));
+  inputs.emplace("extend_len", std::move(extend_len));
+  return registry().get("compressor").work(
+      parse_case("compressor(ratio=" + std::to_string(ratio) + ",dims=" + std::to_string(kDims) + ",batch=" +
+                 std::to_string(batch) + ",tokens=" + std::to_string(tokens) + ")"),
+      inputs);
 }
 
 void run_step(benchmark::State& state, int64_t ratio, int64_t batch, int64_t tokens, const std::vector<int32_t>& starts,
               bool paired_with_empty) {
   Pool& p = pool();
   const Step s = make_step(ratio, batch, tokens, starts);
-  const double bytes = step_bytes(ratio, batch, tokens, starts, s.entries);
+  const WorkCount work = step_work(ratio, batch, tokens, starts);
+  const double bytes = work.bytes_moved;
   const size_t input_bytes = static_cast<size_t>(2 * batch * tokens * width_of(ratio) * 4);
   const int64_t sets = std::clamp<int64_t>(static_cast<int64_t>(kInputPoolBytes / input_bytes), 1, 16);
   time_back_to_back(state, p.stream, launches_per_sample(bytes), sets, [&](int64_t set) {
     launch_compressor(args_for(p, s, ratio, batch, tokens, static_cast<size_t>(set) * input_bytes), p.stream);
   }, paired_with_empty);
   state.counters["bytes"] = bytes;
-  state.counters["flops"] = s.entries * (5.0 * (ratio == 4 ? 8 : 128) * kDims + 10.0 * kDims);
+  state.counters["flops"] = work.flops;
   state.counters["GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["copy_ceiling_GBps"] = p.copy_ceiling_bytes_per_s * 1e-9;
 }
@@ -169,7 +172,7 @@ void BM_dependent_loads(benchmark::State& state) {
 void time_copy_same_bytes(benchmark::State& state, CopyBy by) {
   Pool& p = pool();
   const int64_t ratio = state.range(0), tokens = state.range(2);
-  const double moved = step_bytes(ratio, 1, tokens, {0}, tokens / ratio);
+  const double moved = step_work(ratio, 1, tokens, {0}).bytes_moved;
   time_device_copy(state, p.stream, p.copy_dst.data(), p.inputs.data(), p.copy_dst.bytes(), static_cast<size_t>(moved),
                    launches_per_sample(moved), by);
   state.counters["copy_ceiling_GBps"] = p.copy_ceiling_bytes_per_s * 1e-9;

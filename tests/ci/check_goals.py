@@ -73,9 +73,37 @@ def check_peer_goals(old_peer_goals, judged):
     return len(by_benchmark)
 
 
+def check_unbound():
+    """goals.unbound(): a goal binds where each of its names matches a registered benchmark that the
+    bench filter keeps, for every combination of its axes; a peer goal's variables match any name
+    part. Anything else is a failure naming the goal."""
+    listed = ["BM_x/n:1/iterations:20/repeats:10/manual_time", "BM_x/n:2/manual_time", "BM_copy/n:1/manual_time",
+              "BM_copy/n:2/manual_time", "BM_y/manual_time"]
+    good = [{"text": "x n={n}", "measure": "max_us", "bound": 1, "benchmark": "BM_x/n:{n}/manual_time",
+             "floors": ["BM_copy/n:{n}/manual_time"], "each": [[{"n": 1}, {"n": 2}]]},
+            {"text": "peers", "measure": "faster_than_peers", "bound": 1, "peers": "peers.x", "benchmark": "BM_x/n:{n}/manual_time"},
+            {"text": "whole", "measure": "faster_than_peers", "bound": 1, "peers": "peers.x", "benchmark": "{bench}"},
+            {"text": "match", "measure": "copy_fraction", "bound": 1, "match": "BM_x/n:(?P<n>[0-9]+)/manual_time"}]
+    component = {"bench": {"binary": "bench_x", "filter": "BM_x|BM_copy"}, "goals": good}
+    if goals.unbound({"x": component}, {"bench_x": listed}):
+        fail(f"goals that bind reported unbound: {goals.unbound({'x': component}, {'bench_x': listed})}")
+    bad = [dict(good[0], text="typo", each=[[{"n": 1}, {"n": 3}]]),
+           dict(good[0], text="floor", floors=["BM_copy_kernel/n:{n}/manual_time"]),
+           dict(good[0], text="filtered out", benchmark="BM_y/manual_time", each=[]),
+           dict(good[1], text="peer typo", benchmark="BM_z/n:{n}/manual_time"),
+           dict(good[3], text="match typo", match="BM_x/m:(?P<n>[0-9]+)/manual_time")]
+    failures = goals.unbound({"x": dict(component, goals=bad)}, {"bench_x": listed})
+    named = {g["text"] for g in bad if any(f"goal {g['text']!r} names" in f for f in failures)}
+    if named != {g["text"] for g in bad} or len(failures) != 7:  # typo and floor: a name for each n
+        fail(f"unbound goals not each reported, by name: {failures}")
+    if len(goals.unbound({"x": component}, {})) != 1:
+        fail("goals of a binary that is not there are not reported")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
+    check_unbound()
     components = dsv4h_components.load(sys.argv[1])
     with open(RECORD) as f:
         record = json.load(f)

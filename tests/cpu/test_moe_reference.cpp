@@ -190,5 +190,22 @@ TEST(MoeReference, BadInputNamesTheField) {
   EXPECT_THROW(moe().validate_inputs(c, in), BadInput);
 }
 
+// The reference's host limits bound the inputs made on the host, not the work count: the benchmark
+// counts DeepSeek-V4-Flash's experts on rank 0 of 8 through work() from the routing alone.
+TEST(MoeReference, WorkCountsSizesBeyondTheReferences) {
+  const Case c = moe_case("moe(tokens=1,hidden=4096,inter=2048,experts=256,topk=6,ranks=8,rank=0)");
+  EXPECT_THROW(moe().make_inputs(c), BadInput);
+  TensorMap in;
+  in.emplace("topk_ids", HostTensor(DType::i32, {1, 6}));
+  for (int32_t slot = 0; slot < 6; ++slot) in.at("topk_ids").data<int32_t>()[slot] = 43 * slot;  // 0 local
+  const WorkCount w = moe().work(c, in);
+  // One expert's weights (3 x 2048 x 4096 bf16), the token, the ids and weights, the stages of six
+  // rows, one kept row's activation, the partial.
+  const double expected = 3.0 * 2048 * 4096 * 2 + 4096 * 2 + 6 * 8 + 6 * (4 + 2 * 2048 * 2 + 4096 * 8) + 2048 * 4 +
+                          4096 * 4;
+  EXPECT_EQ(w.bytes_moved, expected);
+  EXPECT_EQ(w.flops, 6.0 * 2048 * 4096 + 4.0 * 2048 + 6 * 4096 * 2);
+}
+
 }  // namespace
 }  // namespace dsv4h

@@ -1,6 +1,7 @@
 // The filtered MoE of one expert-parallel rank as one launch sequence (spec 8.1): local ids, GEMM1,
 // the filtered activation, GEMM2, the combine. Every stage reads the same local ids, so the filter
-// is one flag for GEMM1, the activation and GEMM2 (review finding 4). No kernel of its own.
+// is one flag for GEMM1, the activation and GEMM2 (review finding 4). No kernel of its own: host
+// code, a .cpp (kernels/CMakeLists.txt), so that each .hip file is one kernel.
 #include <stdexcept>
 #include <string>
 
