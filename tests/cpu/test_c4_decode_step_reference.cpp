@@ -19,6 +19,7 @@
 #include "harness/verify.h"
 #include "reference/compressor.h"
 #include "reference/indexer.h"
+#include "reference/kv_pool.h"
 
 namespace dsv4h {
 
@@ -186,12 +187,14 @@ std::string caught_on(const std::string& stage, const Component& mutant) {
   for (const std::string& text : step().verify_cases) {
     const Case c = parse_case(text);
     const TensorMap inputs = step().make_inputs(c);
-    const TensorMap expected = reference_outputs(step(), c, inputs, Poison::a);
+    TensorMap expected = reference_outputs(step(), c, inputs, Poison::a);
     // Not validated between the stages: a broken stage may hand on what the next one would refuse.
     TensorMap got = mutated.make_outputs(c);
     fill_poison(got, Poison::a);
     mutated.reference(c, inputs, got);
     const TensorMap scores = topk_scores(step(), c, inputs, expected);
+    mask_unchecked(step(), c, expected, Poison::a);  // as the harness compares: what no reader looks at is not
+    mask_unchecked(step(), c, got, Poison::a);
     for (const auto& [name, t] : expected) {
       if (name.rfind(stage + ".", 0) != 0) continue;
       const OutputCheck check = output_check(step(), c, name, t.dtype());
@@ -199,6 +202,12 @@ std::string caught_on(const std::string& stage, const Component& mutant) {
     }
   }
   return "";
+}
+
+TEST(C4DecodeStepMutants, TheRightStagesBreakNothing) {
+  for (const auto& [stage, component] : std::map<std::string, std::string>{
+           {"meta", "attn_metadata"}, {"pool", "memory_pool"}, {"compress", "compressor"}, {"idx", "indexer"}, {"translate", "indexer"}})
+    EXPECT_EQ(caught_on(stage, registry().get(component)), "") << stage;
 }
 
 TEST(C4DecodeStepMutants, EveryCompressorBugBreaksTheStep) {
@@ -254,10 +263,11 @@ TEST(C4DecodeStepMutants, PagesOf128EntriesBreakTheTranslation) {
   EXPECT_NE(caught_on("translate", pages_128), "");
 }
 
-TEST(C4DecodeStepMutants, MetadataRowZeroBroadcastBreaksTheStep) {
+TEST(C4DecodeStepMutants, MetadataRowZeroBroadcastAndStaleColumnsBreakTheStep) {
   // meta_row0_broadcast: the first row copied into every buffer row (torch's copy_ of a 1-row
-  // source). The others of attn_metadata's mutants are about what an earlier replay left in the
-  // buffers, which only a GPU's replays have (the step's graph replay runs them).
+  // source). meta_padding_item (a host read inside a capture), meta_full_shape_copy and
+  // meta_tail_not_reset (what an earlier replay left in the buffers) and meta_missing_barrier (a
+  // race of prefill) need a GPU, its graphs or its schedule.
   const Component row0 = broken("attn_metadata", [](const Component& real, const Case& c, const TensorMap& in, TensorMap& out) {
     real.reference(c, in, out);
     for (auto& [name, t] : out) {
@@ -267,6 +277,43 @@ TEST(C4DecodeStepMutants, MetadataRowZeroBroadcastBreaksTheStep) {
     }
   });
   EXPECT_NE(caught_on("meta", row0), "");
+  // meta_extra_columns_stale: the page table copied as dst[:n, :w] from a staging set of width w
+  // (max_seq_len < ctx), the columns past w left as they were: poison, on a fresh run.
+  const Component stale = broken("attn_metadata", [](const Component& real, const Case& c, const TensorMap& in, TensorMap& out) {
+    real.reference(c, in, out);
+    HostTensor& table = out.at("page_table");
+    const int64_t rows = table.shape()[0], cols = table.shape()[1], narrow = out.at("temp_page_table").shape()[1];
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t col = narrow; col < cols; ++col) table.set_bits(r * cols + col, poison_bits(DType::i32, Poison::a));
+  });
+  EXPECT_NE(caught_on("meta", stale), "");
+}
+
+TEST(C4DecodeStepMutants, CachedSwaTranslationBreaksTheStep) {
+  // pool_cached_loc: the layers after the first store at the translation an earlier step left
+  // (stale_swa_loc: here the sink, the pool's requests holding no earlier token), so their SWA
+  // entries of the step's rows are never written. pool_minus_one_wraparound cannot show here (the
+  // metadata's out locations are never -1), and pool_scale_round_down is a kernel's rounding of
+  // the FP8 scale, which the reference's one pack has no other way of doing.
+  const Component cached = broken("memory_pool", [](const Component& real, const Case& c, const TensorMap& in, TensorMap& out) {
+    real.reference(c, in, out);
+    const int64_t swa_page = c.integer("swa_page");
+    const int64_t per_page = reference::pool_tokens_per_page(reference::PoolKind::swa, swa_page);
+    const int64_t page_bytes = reference::pool_page_bytes(reference::PoolKind::swa, swa_page);
+    const int64_t data = reference::pool_entry_data_bytes(reference::PoolKind::swa);
+    const int64_t scales = reference::pool_entry_bytes(reference::PoolKind::swa) - data;
+    HostTensor& pool = out.at("swa_pool");
+    const uint64_t poison = poison_bits(DType::i32, Poison::a);
+    for (int64_t layer = 1; layer < pool.shape()[0]; ++layer)
+      for (int64_t i = 0; i < out.at("swa_out_loc").numel(); ++i) {
+        const int64_t slot = out.at("swa_out_loc").data<int32_t>()[i];
+        if (slot <= 0) continue;
+        const int64_t page = layer * pool.shape()[1] * 4 + slot / per_page * page_bytes, t = slot % per_page;
+        for (int64_t b = 0; b < data; b += 4) pool.set_bits((page + t * data + b) / 4, poison);
+        for (int64_t b = 0; b < scales; b += 4) pool.set_bits((page + per_page * data + t * scales + b) / 4, poison);
+      }
+  });
+  EXPECT_NE(caught_on("pool", cached), "");
 }
 
 }  // namespace
