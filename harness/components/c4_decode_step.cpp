@@ -23,12 +23,13 @@
 //   slots each (`slots`).
 // - The metadata's full_to_swa feeds the pool; `swa_distinct=1` gives it an allocator's shape (page 0
 //   to the sink, each row's out slot to its own SWA slot), without which two rows would store to
-//   one SWA slot. The pool's own allocator (its unwired inputs) takes one SWA slot a request:
-//   swa_page 1, window 1, swa_pages = swa_slots.
+//   one SWA slot. The pool's generator, which still draws its unwired inputs (stale_swa_loc) from
+//   its own allocator, takes one SWA page a request: swa_page 1 and window 1 keep its SWA pool at
+//   swa_slots entries (swa_pages = swa_slots).
 // What stays a step input, and why:
 // - compress.extend_len / ring_index / ring: the state is per request and the metadata has no
-//   such field (its extend_lens are 1 on padding rows too, where the compressor must process no
-//   token). The ring generator's start 8 fills every ring row, so any position reads a drawn state.
+//   such field (its extend_lens input is 1 on padding rows too, where the compressor must process
+//   no token). The ring generator's start 8 fills every ring row, so any position reads a drawn state.
 //   Requests past `real` (the metadata's padding rows, position 0, c4_out_loc 0) process a token
 //   that completes no block.
 // - idx.indexer_cache: the cache's history is an input; this step's emission goes to the
