@@ -39,6 +39,9 @@
 //   by score, the kernel by index) and near-ties may swap, which its set comparison allows but an
 //   exact comparison of the translated slots would not: the translation takes drawn raw indices.
 // - pool.kv / compressed_kv / index_k, compress.kv / score: the projections are not in the step.
+// Batch relations compare the outputs that are rows (the metadata's, the pool's locations, the
+// indexer's); the pools and the compressor's ring are not rows, so graph replay gives every batch
+// size inputs of its own (replay_batches.h) rather than rows of its bucket's.
 // It has no mutants of its own: its stages' mutants break it (each judged on its stage's checks).
 #include <map>
 #include <string>
