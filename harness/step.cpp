@@ -1,6 +1,7 @@
 #include "step.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 
@@ -18,17 +19,19 @@ bool owned_by(const std::string& tensor, const std::string& stage) {
 
 // A step's tensors, host or device, seen as one stage's: the step tensors "<stage>.X" as X, and
 // the mapped inputs from the step inputs or the earlier stages' outputs. `Map` is TensorMap or
-// DeviceTensorMap; `add(view, name, tensor)` puts a copy or an alias of `tensor` into `view`.
+// DeviceTensorMap; `add(view, name, from, tensor, flat)` puts a copy or an alias of `tensor` into
+// `view`, of shape [numel] where `flat`.
 template <typename Map, typename Names, typename Add>
 Map stage_view(const StepStage& stage, const Map& step_inputs, const Map& step_outputs, Names names, Add add) {
   Map view;
   const std::vector<std::string> in = names(step_inputs), out = names(step_outputs);
   for (const std::string& name : in)
     if (owned_by(name, stage.name) && !stage.inputs.count(name.substr(stage.name.size() + 1)))
-      add(view, name.substr(stage.name.size() + 1), step_inputs, name);
+      add(view, name.substr(stage.name.size() + 1), step_inputs, name, false);
   for (const auto& [input, source] : stage.inputs) {
-    if (std::find(in.begin(), in.end(), source) != in.end()) add(view, input, step_inputs, source);
-    else if (std::find(out.begin(), out.end(), source) != out.end()) add(view, input, step_outputs, source);
+    const bool flat = stage.flat.count(input) > 0;
+    if (std::find(in.begin(), in.end(), source) != in.end()) add(view, input, step_inputs, source, flat);
+    else if (std::find(out.begin(), out.end(), source) != out.end()) add(view, input, step_outputs, source, flat);
     else
       throw std::logic_error("step stage " + stage.name + ": input \"" + input + "\" comes from \"" + source +
                              "\", which is neither a step input nor an earlier stage's output");
@@ -44,8 +47,15 @@ std::vector<std::string> host_names(const TensorMap& m) {
 
 TensorMap host_stage_inputs(const StepStage& stage, const TensorMap& inputs, const TensorMap& outputs) {
   return stage_view(stage, inputs, outputs, host_names,
-                    [](TensorMap& view, const std::string& as, const TensorMap& from, const std::string& name) {
-                      view.emplace(as, from.at(name));
+                    [](TensorMap& view, const std::string& as, const TensorMap& from, const std::string& name, bool flat) {
+                      const HostTensor& t = from.at(name);
+                      if (!flat) {
+                        view.emplace(as, t);
+                        return;
+                      }
+                      HostTensor column(t.dtype(), {t.numel()});
+                      std::memcpy(column.bytes(), t.bytes(), t.nbytes());
+                      view.emplace(as, std::move(column));
                     });
 }
 
@@ -82,7 +92,12 @@ void launch_stages(const std::vector<StepStage>& stages, const Case& c, const De
                    DeviceTensorMap& outputs, void* stream) {
   const auto names = [](const DeviceTensorMap& m) { return m.names(); };
   const auto alias = [](DeviceTensorMap& view, const std::string& as, const DeviceTensorMap& from,
-                        const std::string& name) { view.alias(as, from.at(name)); };
+                        const std::string& name, bool flat) {
+    const DeviceTensor& t = from.at(name);
+    if (!flat) return view.alias(as, t);
+    const DeviceTensor column{t.dtype, {shape_numel(t.shape)}, DeviceBuffer::view_of(t.buffer)};
+    view.alias(as, column);
+  };
   for (const StepStage& stage : stages) {
     const DeviceTensorMap stage_inputs = stage_view(stage, inputs, outputs, names, alias);
     DeviceTensorMap stage_outputs;
@@ -128,8 +143,9 @@ Component compose_stages(Component step, std::vector<StepStage> stages, std::vec
         outputs.emplace(stage.name + "." + output, std::move(t));
     return outputs;
   };
-  // A stage's inputs from an earlier stage are checked by shape (allocated outputs of the right
-  // dtype and shape stand in for them): their values are what a validated stage writes.
+  // A stage's inputs from an earlier stage are checked as that stage writes them: each stage is
+  // validated, then, where a later stage reads its outputs, its reference run, in order (a later
+  // stage may check values, not only shapes: the memory pool's lengths are >= 1).
   step.validate_inputs = [shared, name, make_outputs = step.make_outputs](const Case& c, const TensorMap& inputs) {
     for (const auto& [input, t] : inputs) {
       bool known = false;
@@ -139,9 +155,19 @@ Component compose_stages(Component step, std::vector<StepStage> stages, std::vec
       }
       if (!known) throw BadInput(name + ": unknown input \"" + input + "\" (a step input is \"<stage>.<input>\")");
     }
-    const TensorMap shapes = make_outputs(c);
-    for (const StepStage& stage : *shared)
-      stage.component.validate_inputs(stage.case_of(c), host_stage_inputs(stage, inputs, shapes));
+    TensorMap outputs = make_outputs(c);
+    for (const StepStage& stage : *shared) {
+      const Case sc = stage.case_of(c);
+      const TensorMap stage_inputs = host_stage_inputs(stage, inputs, outputs);
+      stage.component.validate_inputs(sc, stage_inputs);
+      bool read_later = false;
+      for (const StepStage& later : *shared)
+        for (const auto& [as, source] : later.inputs) read_later = read_later || owned_by(source, stage.name);
+      if (!read_later) continue;
+      TensorMap stage_outputs = take_outputs(stage, outputs);
+      stage.component.reference(sc, stage_inputs, stage_outputs);
+      give_back(stage, stage_outputs, outputs);
+    }
   };
   step.reference = [shared](const Case& c, const TensorMap& inputs, TensorMap& outputs) {
     run_references(*shared, c, inputs, outputs);
@@ -168,7 +194,13 @@ Component compose_stages(Component step, std::vector<StepStage> stages, std::vec
     std::map<std::string, OutputCheck> checks;
     for (const StepStage& stage : *shared)
       if (stage.component.checks)
-        for (auto& [output, check] : stage.component.checks(stage.case_of(c))) checks.emplace(stage.name + "." + output, check);
+        for (auto [output, check] : stage.component.checks(stage.case_of(c))) {
+          if (!check.scores.empty()) {
+            const auto mapped = stage.inputs.find(check.scores);
+            check.scores = mapped != stage.inputs.end() ? mapped->second : stage.name + "." + check.scores;
+          }
+          checks.emplace(stage.name + "." + output, check);
+        }
     return checks;
   };
 

@@ -7,10 +7,14 @@
 // a step input of another stage, shared), else from the step input "<stage>.X". The reference runs
 // the stages' references in order on host tensors; the GPU launcher enqueues the stages' launchers
 // in order on one stream over the same device buffers (an earlier stage's output buffer IS the
-// later stage's input: no copy), so a graph capture of the step holds the whole step.
+// later stage's input: no copy), so a graph capture of the step holds the whole step. A mapped input
+// named in the stage's `flat` is read as one dimension: the metadata's one-column fields [rows, 1]
+// feed per-row vectors [rows], the same elements in the same buffer. A stage check's `scores`
+// tensor (topk_set, row_rel_l2) is the stage's own tensor of that name, or the source it is mapped from.
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +29,7 @@ struct StepStage {
   Component component;
   std::function<Case(const Case& step)> case_of;
   std::map<std::string, std::string> inputs;  // stage input -> source, where not "<name>.<input>"
+  std::set<std::string> flat = {};            // mapped inputs read as [numel]
 };
 
 template <typename P>
@@ -34,6 +39,7 @@ struct TypedStage {
   // The stage's case string (no seed; it runs at the step's seed) from the step's parameters.
   std::function<std::string(const CaseOf<P>&)> case_of;
   std::map<std::string, std::string> inputs;
+  std::set<std::string> flat = {};
 };
 
 template <typename P>
@@ -78,7 +84,7 @@ Component compose(StepDescriptor<P> d) {
     auto case_of = [typed = std::move(s.case_of), component = s.component](const Case& step) {
       return stage_case(component, typed(CaseOf<P>(step)), step.seed());
     };
-    stages.push_back({s.name, s.component, std::move(case_of), s.inputs});
+    stages.push_back({s.name, s.component, std::move(case_of), s.inputs, s.flat});
   }
   return compose_stages(std::move(shell), std::move(stages), d.slice_defaults);
 }

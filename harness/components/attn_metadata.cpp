@@ -34,7 +34,7 @@ struct Params {
   int64_t bs = 8, real = -1;
   Mode mode = Mode::decode;
   int64_t extend = 4, topk = 1, ctx = 1024, max_seq_len = -1, index_topk = 512, pool = 256, swa_slots = 65536;
-  int64_t write_temp = 1;
+  int64_t write_temp = 1, swa_distinct = 0;
   template <typename F>
   void fields(F& f) {
     f("bs", bs, "requests the buffer set holds (the captured bucket)");
@@ -48,6 +48,9 @@ struct Params {
     f("pool", pool, "request slots of req_to_token");
     f("swa_slots", swa_slots, "SWA slots (full_to_swa's range; the consumer's swa_kv)");
     f("temp", write_temp, "1: the staging set is written (an eager step); 0: a replay's update, into the buffers alone");
+    f("swa_distinct", swa_distinct, "1: full_to_swa maps page 0 (the sink) to 0 and the rows' out slots to distinct SWA "
+                                    "slots, as an allocator does, so that a memory pool can store the rows (c4_decode_step); "
+                                    "0: every entry uniform");
   }
 };
 using MetaCase = CaseOf<Params>;
@@ -83,12 +86,15 @@ Sizes sizes_of(const MetaCase& c) {
     throw bad("extend must not exceed max_seq_len");
   if (s.pool < 1 || s.pool < s.real || s.pool > (1 << 28)) throw bad("pool must be in [1, 2^28] and hold the real requests");
   if (s.swa_slots < 1 || s.swa_slots > (1 << 26)) throw bad("swa_slots must be in [1, 2^26]");
+  if (s.swa_distinct != 0 && s.swa_distinct != 1) throw bad("swa_distinct must be 0 or 1");
   const int64_t pages = (s.ctx + reference::kPageSize - 1) / reference::kPageSize;
   // req_to_token and full_to_swa hold a value a slot, 256 MB each at 2^26 (the benchmarks use 2^25).
   if (s.pool * pages * reference::kPageSize > (int64_t{1} << 26)) throw bad("pool * ctx above 2^26 slots");
   s.rows_per_req = s.mode == Mode::decode ? 1 : s.mode == Mode::draft ? s.topk : s.extend;
   s.rows = s.bs * s.rows_per_req;
   if (s.rows > (1 << 20)) throw bad("bs * rows per request above 2^20");
+  if (s.swa_distinct && s.swa_slots <= s.rows)
+    throw bad("swa_distinct needs a distinct SWA slot >= 1 for each of the " + std::to_string(s.rows) + " rows: raise swa_slots");
   s.full_slots = (s.pool * pages + 1) * reference::kPageSize;
   s.capture = MetadataWidths::for_seq_len(s.ctx, s.index_topk);
   s.temp = MetadataWidths::for_seq_len(s.max_seq_len, s.index_topk);
@@ -163,6 +169,18 @@ TensorMap make_inputs(const MetaCase& c) {
             copy == 0 ? r2t[req * s.ctx + seq_len - extend + i] : static_cast<int32_t>(rng.integer(1, s.full_slots - 1));
   }
   num_reqs.data<int32_t>()[0] = static_cast<int32_t>(s.real);
+  if (s.swa_distinct) {
+    // The first rows() of a shuffle of the SWA slots 1.. (partial Fisher-Yates), one a row's slot.
+    int32_t* map = full_to_swa.data<int32_t>();
+    std::fill(map, map + reference::kPageSize, 0);
+    std::vector<int32_t> swa(static_cast<size_t>(s.swa_slots - 1));
+    for (size_t i = 0; i < swa.size(); ++i) swa[i] = static_cast<int32_t>(i + 1);
+    for (int64_t i = 0; i < s.rows; ++i) {
+      std::swap(swa[static_cast<size_t>(i)], swa[static_cast<size_t>(rng.integer(i, s.swa_slots - 2))]);
+      const int32_t loc = out_cache_loc.data<int32_t>()[i];
+      if (loc > 0) map[loc] = swa[static_cast<size_t>(i)];
+    }
+  }
   return {{"req_to_token", std::move(req_to_token)}, {"full_to_swa", std::move(full_to_swa)},
           {"swa_kv", std::move(swa_kv)}, {"req_pool_indices", std::move(req_pool_indices)},
           {"seq_lens", std::move(seq_lens)}, {"extend_lens", std::move(extend_lens)},

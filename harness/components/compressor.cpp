@@ -48,7 +48,7 @@ constexpr int64_t kBoundaries = sizeof(kBoundaryLengths) / sizeof(kBoundaryLengt
 
 struct Params {
   int64_t ratio = 4, dims = 512, batch = 1, tokens = 300, start = 0;
-  int64_t boundary = 0, spread = 0;
+  int64_t boundary = 0, spread = 0, slots = 0;
   template <typename F>
   void fields(F& f) {
     f("ratio", ratio, "compress ratio: 4 (two overlapping series) or 128");
@@ -59,6 +59,8 @@ struct Params {
     f("boundary", boundary, "1 = request b ends the step at p + 1 = the (b mod 11)-th boundary length "
                             "{1,2,3,4,5,127,128,129,255,256,257}, with min(tokens, p + 1) tokens");
     f("spread", spread, "1 = each request's start in [0, start] and tokens in [1, tokens], at random");
+    f("slots", slots, "pool entries; 0 = twice what the step can emit. A composed step sets its C4 slot range "
+                      "(full slots / 4), so that the metadata's c4_out_loc are slots of this pool");
   }
 };
 using CompressorCase = CaseOf<Params>;
@@ -82,6 +84,7 @@ Sizes sizes_of(const CompressorCase& c) {
   if (c.boundary != 0 && c.boundary != 1) throw bad("boundary must be 0 or 1");
   if (c.spread != 0 && c.spread != 1) throw bad("spread must be 0 or 1");
   if (c.boundary && (c.spread || c.start)) throw bad("boundary sets every request's start: spread and start must be 0");
+  if (c.slots < 0 || c.slots > (int64_t{1} << 24)) throw bad("slots must be in [0, 2^24]");
   Sizes s;
   s.config = {static_cast<int>(c.ratio), static_cast<int>(c.dims), CompressorBug::none};
   s.width = reference::compressor_series(s.config.ratio) * c.dims;
@@ -94,6 +97,12 @@ Sizes sizes_of(const CompressorCase& c) {
   // Twice the entries a step can emit, so that an entry written to a wrong slot lands in the pool.
   const int64_t entries = c.batch * (c.tokens / c.ratio + 1);
   s.slots = (2 * entries + 1 + s.page_entries - 1) / s.page_entries * s.page_entries;
+  if (c.slots) {
+    if (c.slots % s.page_entries || c.slots <= entries)
+      throw bad("slots must be whole pages of " + std::to_string(s.page_entries) + " entries and hold the " +
+                std::to_string(entries) + " entries the step can emit, besides slot 0");
+    s.slots = c.slots;
+  }
   return s;
 }
 
@@ -243,13 +252,16 @@ void run_reference(const CompressorCase& c, const TensorMap& inputs, TensorMap& 
 }
 
 // Graph replay (decode: one token a request): padding requests process no token (extend_len 0,
-// ring 0, out_loc 0), and their rows hold NaN; nothing of theirs may be written.
+// ring 0, out_loc 0), and their rows hold NaN; nothing of theirs may be written. Inputs not given
+// are not padded: a composed step's stage is handed the inputs it owns (start and out_loc come from
+// the metadata there, which pads them itself).
 TensorMap pad_batch(const CompressorCase& c, const TensorMap& inputs, int64_t bucket) {
   const Sizes s = sizes_of(c);
   if (c.tokens != 1) throw BadInput("compressor: graph replay is of decode steps, which needs tokens = 1");
   if (bucket < c.batch) throw BadInput("compressor: bucket " + std::to_string(bucket) + " < batch");
   TensorMap padded;
   const auto grow = [&](const std::string& name, int64_t rows, double fill) {
+    if (!inputs.count(name)) return;
     const HostTensor& real = inputs.at(name);
     Shape shape = real.shape();
     shape[0] = rows;
@@ -262,9 +274,33 @@ TensorMap pad_batch(const CompressorCase& c, const TensorMap& inputs, int64_t bu
   grow("score", bucket, NAN);
   for (const char* name : {"start", "extend_len", "ring_index", "out_loc"}) grow(name, bucket, 0);
   grow("ring", (bucket + 1) * s.ring_rows, NAN);
-  padded.emplace("ape", inputs.at("ape"));
-  padded.emplace("norm_weight", inputs.at("norm_weight"));
+  for (const char* name : {"ape", "norm_weight"})
+    if (inputs.count(name)) padded.emplace(name, inputs.at(name));
   return padded;
+}
+
+// Requests are independent (each its own ring and slots): requests [begin, end) are a step of
+// their own over the same pool, with rings renumbered 1.. in order (ring 0, padding's, kept), so
+// its ring tensor is the sub-batch's. No output maps to rows: the pool is by slot, ring_out by ring.
+BatchSlice slice_batch(const CompressorCase& c, const TensorMap& inputs, int64_t begin, int64_t end) {
+  const Sizes s = sizes_of(c);
+  const int64_t n = end - begin;
+  BatchSlice slice{c.untyped().with("batch", std::to_string(n)).with("slots", std::to_string(s.slots)), {}, {}};
+  for (const char* name : {"kv", "score", "out_loc"}) slice.inputs.emplace(name, inputs.at(name).rows(begin * c.tokens, end * c.tokens));
+  for (const char* name : {"start", "extend_len"}) slice.inputs.emplace(name, inputs.at(name).rows(begin, end));
+  for (const char* name : {"ape", "norm_weight"}) slice.inputs.emplace(name, inputs.at(name));
+  const HostTensor& ring = inputs.at("ring");
+  HostTensor ring_index(DType::i32, {n}), sub_ring = ring.rows(0, (n + 1) * s.ring_rows);
+  const size_t ring_bytes = ring.nbytes() / static_cast<size_t>(c.batch + 1);
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t from = inputs.at("ring_index").data<int32_t>()[begin + i];
+    // A request processing no token may keep ring 0; the others take ring i + 1, its rows copied.
+    ring_index.data<int32_t>()[i] = from == 0 ? 0 : static_cast<int32_t>(i + 1);
+    if (from != 0) std::memcpy(sub_ring.bytes() + (i + 1) * ring_bytes, ring.bytes() + from * ring_bytes, ring_bytes);
+  }
+  slice.inputs.emplace("ring_index", std::move(ring_index));
+  slice.inputs.emplace("ring", std::move(sub_ring));
+  return slice;
 }
 
 WorkCount work(const CompressorCase& c, const TensorMap& inputs) {
@@ -317,12 +353,8 @@ void launch(const CompressorCase& c, const DeviceTensorMap& inputs, DeviceTensor
 
 }  // namespace
 
-TensorMap compressor_reference_with_bug(const Case& c, const TensorMap& inputs, CompressorBug bug, Poison poison) {
-  const CompressorCase typed(c);
-  TensorMap outputs = make_outputs(typed);
-  fill_poison(outputs, poison);
-  reference_with(typed, inputs, outputs, bug);
-  return outputs;
+void compressor_reference_with_bug(const Case& c, const TensorMap& inputs, TensorMap& outputs, CompressorBug bug) {
+  reference_with(CompressorCase(c), inputs, outputs, bug);
 }
 
 Component compressor_component() {
@@ -385,6 +417,7 @@ Component compressor_component() {
   d.pad_batch = pad_batch;
   d.work = work;
   d.checks = checks;
+  d.slice_batch = slice_batch;
 #if DSV4H_GPU_LAYER
   d.gpu = launch;
 #endif

@@ -5,13 +5,12 @@
 
 #include "../../reference/compressor.h"
 #include "../component.h"
-#include "../poison.h"
 
 namespace dsv4h {
 
-// The reference's outputs of compressor case `c` on `inputs`, computed with `bug`, in outputs
-// poisoned with `poison` first (as reference_outputs makes the right ones).
-TensorMap compressor_reference_with_bug(const Case& c, const TensorMap& inputs, reference::CompressorBug bug,
-                                        Poison poison);
+// The reference of compressor case `c` on `inputs`, computed with `bug`, into `outputs` (as the
+// descriptor's reference writes them: what it leaves alone keeps what `outputs` held).
+void compressor_reference_with_bug(const Case& c, const TensorMap& inputs, TensorMap& outputs,
+                                   reference::CompressorBug bug);
 
 }  // namespace dsv4h

@@ -45,7 +45,7 @@ enum class Stage : int64_t { select = 0, query = 1, translate = 2 };
 
 struct Params {
   Stage stage = Stage::select;
-  int64_t bs = 4, ctx = 2048, seq_len = 0, per_request = 1, heads = 64, index_topk = 512, quant = 0;
+  int64_t bs = 4, ctx = 2048, seq_len = 0, per_request = 1, heads = 64, index_topk = 512, quant = 0, pool_pages = 0;
   template <typename F>
   void fields(F& f) {
     f("stage", stage, "0 select (scores + top-k), 1 query (rope, Hadamard, fp8), 2 translate (page slots)");
@@ -56,6 +56,8 @@ struct Params {
     f("heads", heads, "indexer heads (64 in V4; 4 in the tiny config)");
     f("index_topk", index_topk, "selected entries a row (512 or 1024; 16 in the tiny config)");
     f("quant", quant, "query quantisation: 0 fp8 per (token, head) as SGLang (1, fp4 block 32, has no kernel)");
+    f("pool_pages", pool_pages, "pages of the generated indexer cache; 0 = the requests' pages and page 0. A composed "
+                                "step sets its full pool's pages, so that the metadata's page_table names pages of it");
   }
 };
 using IndexerCase = CaseOf<Params>;
@@ -83,6 +85,11 @@ Sizes sizes_of(const IndexerCase& c) {
   s.pages = std::max<int64_t>(1, (c.ctx / 4 + kC4EntriesPerPage - 1) / kC4EntriesPerPage);
   s.width = s.pages * kC4EntriesPerPage;
   s.pool_pages = (c.bs + c.per_request - 1) / c.per_request * s.pages + 1;
+  if (c.pool_pages) {
+    if (c.pool_pages < s.pool_pages || c.pool_pages > (1 << 20))
+      throw bad("pool_pages must hold the requests' " + std::to_string(s.pool_pages - 1) + " pages and page 0, at most 2^20");
+    s.pool_pages = c.pool_pages;
+  }
   s.cache_words = reference::indexer_page_bytes(kC4EntriesPerPage) / 4;
   if (c.bs * s.width > (int64_t{1} << 26)) throw bad("bs * the scores' width above 2^26");
   return s;

@@ -249,19 +249,22 @@ void sink_unchecked(const MemoryPoolCase& c, TensorMap& outputs, Poison poison) 
 
 // An engine pads a captured step with rows whose out location is 0 (the sink) and length 1 (no
 // compressed block completes): they store nothing but, perhaps, the sink. Their latents are NaN,
-// which a store anywhere else would show.
+// which a store anywhere else would show. Inputs not given are not padded: a composed step's stage
+// is handed the inputs it owns (the locations and lengths come from the metadata there).
 TensorMap pad_batch(const MemoryPoolCase& c, const TensorMap& inputs, int64_t bucket) {
   const MemoryPoolSizes s = memory_pool_sizes(c);
   if (bucket < s.tokens) throw BadInput("memory_pool: bucket " + str(bucket) + " < tokens " + str(s.tokens));
   TensorMap padded;
-  padded["full_to_swa"] = inputs.at("full_to_swa");
+  if (inputs.count("full_to_swa")) padded["full_to_swa"] = inputs.at("full_to_swa");
   for (const char* name : {"out_cache_loc", "seq_lens", "stale_swa_loc"}) {
+    if (!inputs.count(name)) continue;
     HostTensor t(DType::i32, {bucket});
     std::memcpy(t.bytes(), inputs.at(name).bytes(), static_cast<size_t>(s.tokens) * 4);
     for (int64_t r = s.tokens; r < bucket; ++r) t.data<int32_t>()[r] = std::string(name) == "seq_lens" ? 1 : 0;
     padded[name] = std::move(t);
   }
   for (const char* name : {"kv", "compressed_kv", "index_k"}) {
+    if (!inputs.count(name)) continue;
     const HostTensor& real = inputs.at(name);
     const int64_t dims = real.shape()[2];
     HostTensor t(DType::bf16, {s.layers, bucket, dims});
