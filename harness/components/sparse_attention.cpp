@@ -555,7 +555,7 @@ Component sparse_attention_component() {
       DSV4H_MUTANT(empty_row_nan, "sparse_attention.hip sparse_attention_prefill.hip", "a row with no valid key writes 0/0 = NaN"),
       DSV4H_MUTANT(scale_448, "sparse_attention.hip sparse_attention_prefill.hip", "softmax scale 1/sqrt(448) instead of 1/sqrt(512)"),
   };
-  d.gpu_tests = "";
+  d.gpu_tests = "SparseAttentionGpu.*";
   d.bench_binary = "bench_sparse_attention";
   d.bench_filter =
       "BM_sparse_attention|BM_copy_same_bytes_attention|BM_copy_kernel_same_bytes_attention|BM_dense_bf16_same_flops_attention|BM_empty_kernel";
