@@ -444,6 +444,10 @@ WorkCount work(const AttnCase& c, const TensorMap& inputs) {
 // case of (2K + 4) u absolute (fp32_lse's derivation, K the key count) but, its terms positive and
 // its roundings of mean zero, a typical size of sqrt(K/9) u: inside (4 sqrt(K) + 1) u of an lse of
 // 1 or more. A CPU emulation of the kernel used at most 1.1% of this bound on the verify cases.
+// The prefill kernel (tensor cores: 64-dim chunks of exact products summed into fp32 scores, the
+// weights entering P x V as bf16 hi + lo) keeps to the same classes: its CPU emulation
+// (tests/cpu/test_sparse_attention_prefill_reference.cpp) uses at most 11% of out's row bound, with
+// 99.8% exact agreement, and 1.1% of lse's.
 std::map<std::string, OutputCheck> checks(const AttnCase& c) {
   const int64_t keys = kWindow + sizes_of(c).extra_width;
   return {{"out", {ToleranceClass::bf16_rounded_once, Comparator::row_rel_l2, 0, ""}},
