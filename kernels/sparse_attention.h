@@ -55,6 +55,10 @@ struct SparseAttentionRope {
 };
 SparseAttentionRope sparse_attention_rope(int64_t compress_ratio);
 
+// The launchers' checks of their arguments (a scratch only where splits > 1): std::invalid_argument
+// naming `launcher` and the field; false where there is nothing to launch (no rows).
+bool sparse_attention_check_launch(const SparseAttentionArgs& args, int64_t splits, const char* launcher);
+
 // Throws std::invalid_argument (naming the field) on impossible sizes; enqueues one kernel on
 // `stream`, no host sync, so it can be captured in a graph.
 void launch_sparse_attention(const SparseAttentionArgs& args, hipStream_t stream);

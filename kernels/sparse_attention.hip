@@ -368,10 +368,8 @@ SparseAttentionRope sparse_attention_rope(int64_t compress_ratio) {
   return t;
 }
 
-namespace {
-// The checks of both launchers; false where there is nothing to launch (no rows).
-bool check_launch(const SparseAttentionArgs& a, int64_t splits) {
-  const auto bad = [](const std::string& why) { return std::invalid_argument("launch_sparse_attention: " + why); };
+bool sparse_attention_check_launch(const SparseAttentionArgs& a, int64_t splits, const char* launcher) {
+  const auto bad = [&](const std::string& why) { return std::invalid_argument(std::string(launcher) + ": " + why); };
   if (a.rows < 0 || a.rows > 65535) throw bad("rows must be in [0, 65535]");
   if (a.heads <= 0 || a.heads % kHeadsPerBlock || a.heads > 1024) throw bad("heads must be a positive multiple of 16");
   if (a.compress_ratio != 0 && a.compress_ratio != 4 && a.compress_ratio != 128) throw bad("compress_ratio must be 0, 4 or 128");
@@ -386,6 +384,7 @@ bool check_launch(const SparseAttentionArgs& a, int64_t splits) {
   return true;
 }
 
+namespace {
 dim3 grid_of(const SparseAttentionArgs& a) {
   return dim3(static_cast<unsigned>(a.heads / kHeadsPerBlock), static_cast<unsigned>(a.rows));
 }
@@ -393,7 +392,7 @@ dim3 grid_of(const SparseAttentionArgs& a) {
 
 void launch_sparse_attention(const SparseAttentionArgs& a, hipStream_t stream) {
   const int64_t splits = sparse_attention_splits(a.window.width, a.extra.cache ? a.extra.width : 0);
-  if (!check_launch(a, splits)) return;
+  if (!sparse_attention_check_launch(a, splits, "launch_sparse_attention")) return;
   if (splits == 1) {
     launch_sparse_attention_unsplit(a, stream);
     return;
@@ -409,7 +408,7 @@ void launch_sparse_attention(const SparseAttentionArgs& a, hipStream_t stream) {
 }
 
 void launch_sparse_attention_unsplit(const SparseAttentionArgs& a, hipStream_t stream) {
-  if (!check_launch(a, 1)) return;
+  if (!sparse_attention_check_launch(a, 1, "launch_sparse_attention_unsplit")) return;
   sparse_attention_decode<false><<<grid_of(a), kThreads, 0, stream>>>(
       a, sparse_attention_rope(a.compress_ratio), page_bytes(a.window.tokens_per_page),
       a.extra.cache ? page_bytes(a.extra.tokens_per_page) : 0);

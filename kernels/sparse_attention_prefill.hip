@@ -42,8 +42,6 @@
 // Mutants (issue 30), as in the decode kernel, under DSV4H_MUTANT_<NAME>; NOOP returns at once.
 #include <cfloat>
 #include <cmath>
-#include <stdexcept>
-#include <string>
 
 #include "kv_pool_fp8.h"
 #include "sparse_attention.h"
@@ -381,16 +379,7 @@ int64_t page_bytes(int64_t tokens_per_page) { return (tokens_per_page * 584 + 57
 
 void launch_sparse_attention_prefill(const SparseAttentionArgs& a, hipStream_t stream) {
 #if defined(DSV4H_GPU_NVIDIA)
-  const auto bad = [](const std::string& why) { return std::invalid_argument("launch_sparse_attention_prefill: " + why); };
-  if (a.rows < 0 || a.rows > 65535) throw bad("rows must be in [0, 65535]");
-  if (a.heads <= 0 || a.heads % 16 || a.heads > 1024) throw bad("heads must be a positive multiple of 16");
-  if (a.compress_ratio != 0 && a.compress_ratio != 4 && a.compress_ratio != 128) throw bad("compress_ratio must be 0, 4 or 128");
-  if (!a.window.cache || a.window.tokens_per_page <= 0 || a.window.width <= 0) throw bad("window: cache, tokens_per_page and width needed");
-  if (a.extra.cache && (a.extra.tokens_per_page <= 0 || a.extra.width <= 0)) throw bad("extra: tokens_per_page and width needed");
-  if (a.rows == 0) return;
-  if (!a.q || !a.sink || !a.positions || !a.out || !a.lse || !a.window.indices || !a.window.lengths ||
-      (a.extra.cache && (!a.extra.indices || !a.extra.lengths)))
-    throw bad("null device pointer");
+  if (!sparse_attention_check_launch(a, 1, "launch_sparse_attention_prefill")) return;
   const int block_heads = a.heads % 64 == 0 ? 64 : a.heads % 48 == 0 ? 48 : a.heads % 32 == 0 ? 32 : 16;
   const int shared = static_cast<int>(sizeof(Shared));
   DSV4H_HIP_CHECK(cudaFuncSetAttribute(sparse_attention_prefill, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
