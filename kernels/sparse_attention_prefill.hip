@@ -37,7 +37,8 @@
 // Each row is computed alone, in a fixed order: its result does not depend on its batch.
 //
 // AMD (gfx90a): no MFMA path is written yet; launch_sparse_attention_prefill runs the decode kernel
-// there, one block a row over all its keys (launch_sparse_attention_unsplit: no scratch either).
+// there, one block per (row, 16 heads) over all its keys (launch_sparse_attention_unsplit: no
+// scratch either).
 //
 // Mutants (issue 30), as in the decode kernel, under DSV4H_MUTANT_<NAME>; NOOP returns at once.
 #include <cfloat>
