@@ -48,8 +48,29 @@ inline int64_t sparse_attention_splits(int64_t window_width, int64_t extra_width
   return sparse_attention_row_splits(window_width + extra_width);
 }
 
+// The rope frequencies of a layer (spec 2.4): f_i, i < 32, of the 64 rope dims' pairs; the kernels
+// de-rotate the output's pair i by position * f_i (angles and sin/cos in double).
+struct SparseAttentionRope {
+  double freqs[32];
+};
+SparseAttentionRope sparse_attention_rope(int64_t compress_ratio);
+
+// The launchers' checks of their arguments (a scratch only where splits > 1): std::invalid_argument
+// naming `launcher` and the field; false where there is nothing to launch (no rows).
+bool sparse_attention_check_launch(const SparseAttentionArgs& args, int64_t splits, const char* launcher);
+
 // Throws std::invalid_argument (naming the field) on impossible sizes; enqueues one kernel on
 // `stream`, no host sync, so it can be captured in a graph.
 void launch_sparse_attention(const SparseAttentionArgs& args, hipStream_t stream);
+// The decode kernel with one block per (row, 16 heads) over all the row's keys, whatever their
+// count: no scratch, fewer blocks (what launch_sparse_attention does where no row can have more
+// than 256 keys).
+void launch_sparse_attention_unsplit(const SparseAttentionArgs& args, hipStream_t stream);
+
+// The same outputs for many query rows at once (prefill; kernels/sparse_attention_prefill.hip):
+// built for throughput with tensor cores, one block per (row, up to 64 heads) over all the row's
+// keys, no scratch. Same arguments and checks (scratch unused); on AMD, where no tensor-core path is
+// written yet, it is launch_sparse_attention_unsplit.
+void launch_sparse_attention_prefill(const SparseAttentionArgs& args, hipStream_t stream);
 
 }  // namespace dsv4h

@@ -25,15 +25,16 @@
 // any batch (the batch-invariance relation compares runs bitwise); the grid has the widest
 // possible row's splits and a shorter row's extra splits are empty and skipped by the merge. When
 // no row can have more than 256 keys, one split writes the output directly: it is the merge of
-// one split bit for bit (weight exp(0) = 1, l * 1 + 0 = l, acc * 1 + 0 = acc, acc never -0).
+// one split bit for bit (weight exp(0) = 1, l * 1 + 0 = l, acc * 1 + 0 = acc, acc never -0);
+// launch_sparse_attention_unsplit launches that one split for rows of any length.
 // At the end o = acc / l * 1 / (1 + exp(sink - lse)), lse = m + log l, with the sigmoid written so
 // that a large sink gives a tiny factor, not inf / inf. A row with no valid key (l = 0) writes 0
 // and lse = -FLT_MAX (the reference's finite stand-in for log 0). The threads owning the rope dims
 // (448..511: one pair each) de-rotate them by the row's position with the layer's rope table
 // (spec 2.4, angles and sin/cos in double: positions reach 2^20 radians).
 // Prefill rows are rows of the same kind (spec 6.1: every query token is its own row, its lengths
-// causal), so this kernel also computes them; sharing keys between a request's rows is left to a
-// prefill kernel.
+// causal); kernels/sparse_attention_prefill.hip computes them with tensor cores (on AMD, this kernel
+// unsplit).
 //
 // Mutants (issue 30) are compiled in only under DSV4H_MUTANT_<NAME>; NOOP returns at once from both
 // kernels (on a condition of the arguments, so that the compiler keeps the rest).
@@ -62,10 +63,6 @@ constexpr int kQueryStride = kWords + 4;
 constexpr int kPartsPerKey = kThreads / kKeysPerChunk;  // 16 threads gather a key, 32 dims each
 constexpr int kDataBytes = 576;             // per token in a page's data section
 constexpr int kPartFloats = kDims + 2;      // a split's state per head: accumulators, m, l
-
-struct RopeTable {
-  double freqs[kRopePairs];
-};
 
 struct ScopeView {
   const uint8_t* cache;
@@ -125,7 +122,7 @@ struct RopePair {
   double c, s;
 };
 
-__device__ __forceinline__ RopePair rope_pair(const SparseAttentionArgs& a, const RopeTable& rope, int64_t row, int tid) {
+__device__ __forceinline__ RopePair rope_pair(const SparseAttentionArgs& a, const SparseAttentionRope& rope, int64_t row, int tid) {
   const int pair = tid - kNopeDims / 2;
   if (pair < 0) return RopePair{false, 1.0, 0.0};
   const double angle = static_cast<double>(a.positions[row]) * rope.freqs[pair];
@@ -179,7 +176,7 @@ __device__ __forceinline__ void finalize(const SparseAttentionArgs& a, int64_t r
 // sparse_attention_combine; otherwise (one split) the output itself.
 template <bool kPartial>
 __global__ void __launch_bounds__(kThreads)
-    sparse_attention_decode(SparseAttentionArgs a, RopeTable rope, int64_t window_page_bytes, int64_t extra_page_bytes) {
+    sparse_attention_decode(SparseAttentionArgs a, SparseAttentionRope rope, int64_t window_page_bytes, int64_t extra_page_bytes) {
   alignas(16) __shared__ uint32_t q_s[kHeadsPerBlock][kQueryStride];
   alignas(16) __shared__ uint32_t k_s[kKeysPerChunk][kKeyStride];
   __shared__ float p_s[kHeadsPerBlock][kKeysPerChunk];
@@ -213,7 +210,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t total = window_len + extra_len;
   // This split's keys: whole chunks, [begin, end).
   const int64_t chunks = (total + kKeysPerChunk - 1) / kKeysPerChunk;
-  const int64_t row_splits = sparse_attention_row_splits(total);  // splits z >= row_splits are empty
+  // Splits z >= row_splits are empty; one block without a scratch (kPartial false) takes all keys.
+  const int64_t row_splits = kPartial ? sparse_attention_row_splits(total) : 1;
   const int64_t chunks_per_split = (chunks + row_splits - 1) / row_splits;
   const int64_t begin = blockIdx.z * chunks_per_split * kKeysPerChunk;
   const int64_t end = begin + chunks_per_split * kKeysPerChunk < total ? begin + chunks_per_split * kKeysPerChunk : total;
@@ -322,7 +320,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // The splits of one (row, 16 heads) merged: M = max m_z, L = sum l_z e^(m_z - M), the same weights
 // on the accumulators; then written as the single-split kernel writes them.
-__global__ void __launch_bounds__(kThreads) sparse_attention_combine(SparseAttentionArgs a, RopeTable rope, int splits) {
+__global__ void __launch_bounds__(kThreads) sparse_attention_combine(SparseAttentionArgs a, SparseAttentionRope rope, int splits) {
 #if defined(DSV4H_MUTANT_NOOP)
   if (a.rows >= 0) return;
 #endif
@@ -348,11 +346,15 @@ __global__ void __launch_bounds__(kThreads) sparse_attention_combine(SparseAtten
   }
 }
 
+int64_t page_bytes(int64_t tokens_per_page) { return (tokens_per_page * 584 + 575) / 576 * 576; }
+
+}  // namespace
+
 // Spec 2.4's table: f_i = base^(-2i/64); ratio-4/128 layers base 1.6e5 with frequency-only YaRN
 // (original context 65536, factor 16, beta_fast 32, beta_slow 1), ratio-0 layers base 1e4.
-RopeTable rope_table(int64_t compress_ratio) {
+SparseAttentionRope sparse_attention_rope(int64_t compress_ratio) {
   const double pi = 3.14159265358979323846, base = compress_ratio == 0 ? 10000 : 160000;
-  RopeTable t;
+  SparseAttentionRope t;
   for (int i = 0; i < kRopePairs; ++i) t.freqs[i] = std::pow(base, -2.0 * i / 64);
   if (compress_ratio == 0) return t;
   const auto dim_of = [&](double rotations) { return 64 * std::log(65536 / (rotations * 2 * pi)) / (2 * std::log(base)); };
@@ -366,38 +368,51 @@ RopeTable rope_table(int64_t compress_ratio) {
   return t;
 }
 
-int64_t page_bytes(int64_t tokens_per_page) { return (tokens_per_page * 584 + 575) / 576 * 576; }
-
-}  // namespace
-
-void launch_sparse_attention(const SparseAttentionArgs& a, hipStream_t stream) {
-  const auto bad = [](const std::string& why) { return std::invalid_argument("launch_sparse_attention: " + why); };
+bool sparse_attention_check_launch(const SparseAttentionArgs& a, int64_t splits, const char* launcher) {
+  const auto bad = [&](const std::string& why) { return std::invalid_argument(std::string(launcher) + ": " + why); };
   if (a.rows < 0 || a.rows > 65535) throw bad("rows must be in [0, 65535]");
   if (a.heads <= 0 || a.heads % kHeadsPerBlock || a.heads > 1024) throw bad("heads must be a positive multiple of 16");
   if (a.compress_ratio != 0 && a.compress_ratio != 4 && a.compress_ratio != 128) throw bad("compress_ratio must be 0, 4 or 128");
   if (!a.window.cache || a.window.tokens_per_page <= 0 || a.window.width <= 0) throw bad("window: cache, tokens_per_page and width needed");
   if (a.extra.cache && (a.extra.tokens_per_page <= 0 || a.extra.width <= 0)) throw bad("extra: tokens_per_page and width needed");
-  if (a.rows == 0) return;
-  const int64_t splits = sparse_attention_splits(a.window.width, a.extra.cache ? a.extra.width : 0);
+  if (a.rows == 0) return false;
   if (splits > 1 && (!a.scratch || a.scratch_floats < a.rows * a.heads * splits * kPartFloats))
     throw bad("scratch must hold rows * heads * " + std::to_string(splits) + " splits * 514 floats");
   if (!a.q || !a.sink || !a.positions || !a.out || !a.lse || !a.window.indices || !a.window.lengths ||
       (a.extra.cache && (!a.extra.indices || !a.extra.lengths)))
     throw bad("null device pointer");
-  const RopeTable rope = rope_table(a.compress_ratio);
-  const int64_t window_bytes = page_bytes(a.window.tokens_per_page);
-  const int64_t extra_bytes = a.extra.cache ? page_bytes(a.extra.tokens_per_page) : 0;
-  const dim3 grid(static_cast<unsigned>(a.heads / kHeadsPerBlock), static_cast<unsigned>(a.rows));
+  return true;
+}
+
+namespace {
+dim3 grid_of(const SparseAttentionArgs& a) {
+  return dim3(static_cast<unsigned>(a.heads / kHeadsPerBlock), static_cast<unsigned>(a.rows));
+}
+}  // namespace
+
+void launch_sparse_attention(const SparseAttentionArgs& a, hipStream_t stream) {
+  const int64_t splits = sparse_attention_splits(a.window.width, a.extra.cache ? a.extra.width : 0);
+  if (!sparse_attention_check_launch(a, splits, "launch_sparse_attention")) return;
   if (splits == 1) {
-    sparse_attention_decode<false><<<grid, kThreads, 0, stream>>>(a, rope, window_bytes, extra_bytes);
-    DSV4H_LAUNCH_CHECK("sparse_attention_decode");
+    launch_sparse_attention_unsplit(a, stream);
     return;
   }
-  const dim3 split_grid(grid.x, grid.y, static_cast<unsigned>(splits));
+  const SparseAttentionRope rope = sparse_attention_rope(a.compress_ratio);
+  const int64_t window_bytes = page_bytes(a.window.tokens_per_page);
+  const int64_t extra_bytes = a.extra.cache ? page_bytes(a.extra.tokens_per_page) : 0;
+  const dim3 grid = grid_of(a), split_grid(grid.x, grid.y, static_cast<unsigned>(splits));
   sparse_attention_decode<true><<<split_grid, kThreads, 0, stream>>>(a, rope, window_bytes, extra_bytes);
   DSV4H_LAUNCH_CHECK("sparse_attention_decode<partial>");
   sparse_attention_combine<<<grid, kThreads, 0, stream>>>(a, rope, static_cast<int>(splits));
   DSV4H_LAUNCH_CHECK("sparse_attention_combine");
+}
+
+void launch_sparse_attention_unsplit(const SparseAttentionArgs& a, hipStream_t stream) {
+  if (!sparse_attention_check_launch(a, 1, "launch_sparse_attention_unsplit")) return;
+  sparse_attention_decode<false><<<grid_of(a), kThreads, 0, stream>>>(
+      a, sparse_attention_rope(a.compress_ratio), page_bytes(a.window.tokens_per_page),
+      a.extra.cache ? page_bytes(a.extra.tokens_per_page) : 0);
+  DSV4H_LAUNCH_CHECK("sparse_attention_decode");
 }
 
 }  // namespace dsv4h

@@ -9,18 +9,24 @@
 // Floors timed the same way: copies of the same bytes by the driver and by a copy kernel (the
 // faster is what any kernel could reach at that size; the copy kernel is also the "one kernel
 // reading the same bytes" floor of bs 1), and the empty kernel.
-// Prefill: 8K tokens of one request on a C4 layer, FLOPs and their rate counted. Not here yet: the
-// dense bf16 matrix rate that the compute-bound goals compare with.
+// Prefill (launch_sparse_attention_prefill): one request's 2K and 8K tokens from position 0 on a C4
+// and a C128 layer, counted the same way, and its floor: the dense bf16 matrix rate, a cuBLAS GEMM
+// (floors/dense_gemm_floor.h) of about the same FLOPs in the same run, its time scaled to exactly
+// them (BM_dense_bf16_same_flops_attention_prefill; skipped where no cuBLAS loads).
 // Without a GPU the binary says so and exits 77 (skipped).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "bench_support.h"
 #include "harness/component.h"
 #include "harness/gpu/device_tensor.h"
+#include "tests/bench/floors/dense_gemm_floor.h"
 
 namespace dsv4h {
 namespace {
@@ -49,6 +55,12 @@ struct Pool {
   Prepared& get(int64_t bs, int64_t ratio, int64_t ctx) {
     return get_case("sparse_attention(bs=" + std::to_string(bs) + ",heads=" + std::to_string(kHeads) + ",ratio=" +
                     std::to_string(ratio) + ",pos=" + std::to_string(ctx - 1) + ",ctx=" + std::to_string(ctx) + ",holes=0)");
+  }
+
+  // A prefill of `tokens` rows of one request from position 0.
+  Prepared& get_prefill(int64_t tokens, int64_t ratio) {
+    return get_case("sparse_attention(bs=" + std::to_string(tokens) + ",heads=" + std::to_string(kHeads) + ",ratio=" +
+                    std::to_string(ratio) + ",prefill=1,pos=0,ctx=" + std::to_string(tokens) + ",holes=0)");
   }
 
   // The descriptor's inputs of `text` on the device, made once.
@@ -84,18 +96,45 @@ void BM_sparse_attention(benchmark::State& state) {
   state.counters["copy_ceiling_GBps"] = p.copy_ceiling_bytes_per_s * 1e-9;
 }
 
-// Prefill: one request's `tokens` rows at positions 0..tokens-1 of a C4 layer (spec 6.1: every
-// query token its own row, causal through its lengths), its keys shared by the rows.
+// Prefill: one request's `tokens` rows at positions 0..tokens-1 (spec 6.1: every query token its
+// own row, causal through its lengths), its keys shared by the rows.
 void BM_sparse_attention_prefill(benchmark::State& state) {
   Pool& p = pool();
-  const int64_t tokens = state.range(0);
-  Prepared& prep = p.get_case("sparse_attention(bs=" + std::to_string(tokens) + ",heads=" + std::to_string(kHeads) +
-                              ",ratio=4,prefill=1,pos=0,ctx=" + std::to_string(tokens) + ",holes=0)");
+  Prepared& prep = p.get_prefill(state.range(0), state.range(1));
   const Component& component = registry().get("sparse_attention");
   time_back_to_back(state, p.stream, 8, 1, [&](int64_t) { component.gpu(prep.c, prep.inputs, prep.outputs, p.stream); });
   state.counters["bytes"] = prep.work.bytes_moved;
   state.counters["flops"] = prep.work.flops;
   state.counters["TFLOPs"] = benchmark::Counter(prep.work.flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The dense bf16 rate's time for a prefill's FLOPs: a GEMM of M = N = 8192 and K a multiple of 64
+// that makes about those FLOPs (on random data), each sample's time scaled by their exact ratio.
+void BM_dense_bf16_same_flops_attention_prefill(benchmark::State& state) {
+  Pool& p = pool();
+  const double flops = p.get_prefill(state.range(0), state.range(1)).work.flops;
+  constexpr int64_t kSide = 8192, kLaunches = 8;
+  const int64_t k = std::max<int64_t>(64, std::llround(flops / (2.0 * kSide * kSide * 64)) * 64);
+  std::unique_ptr<DenseGemmFloor> gemm;
+  try {
+    gemm = std::make_unique<DenseGemmFloor>(kSide, kSide, k, p.stream);
+  } catch (const std::runtime_error& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  const double scale = flops / gemm->flops();
+  gemm->run();
+  DSV4H_HIP_CHECK(hipStreamSynchronize(p.stream));
+  GpuTimer timer;
+  for (auto _ : state) {
+    const double s = timer.seconds(p.stream, [&] {
+      for (int64_t i = 0; i < kLaunches; ++i) gemm->run();
+    });
+    state.SetIterationTime(s / kLaunches * scale);
+  }
+  state.counters["flops"] = flops;
+  state.counters["gemm_k"] = static_cast<double>(k);
+  state.counters["TFLOPs"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void time_copy_same_bytes(benchmark::State& state, CopyBy by) {
@@ -124,7 +163,16 @@ BENCHMARK(BM_empty_kernel)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repe
 BENCHMARK(BM_copy_same_bytes_attention)->Apply(decode_shapes);
 BENCHMARK(BM_copy_kernel_same_bytes_attention)->Apply(decode_shapes);
 BENCHMARK(BM_sparse_attention)->Apply(decode_shapes);
-BENCHMARK(BM_sparse_attention_prefill)->ArgName("tokens")->Arg(8192)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(5)->Iterations(5);
+void prefill_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"tokens", "ratio"})
+      ->ArgsProduct({{2048, 8192}, {4, 128}})
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->Repetitions(5)
+      ->Iterations(5);
+}
+BENCHMARK(BM_sparse_attention_prefill)->Apply(prefill_shapes);
+BENCHMARK(BM_dense_bf16_same_flops_attention_prefill)->Apply(prefill_shapes);
 
 }  // namespace
 }  // namespace dsv4h

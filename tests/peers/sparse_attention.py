@@ -2,7 +2,9 @@
 """Peers of sparse_attention (issue 30): the same math in torch eager, torch.compile and a plain
 Triton kernel, on the benchmark's shapes (tests/bench/bench_sparse_attention.cpp: 64 heads, bs 1,
 8, 64, 128, 256, C4 with 512 selected entries and C128, every row at position ctx - 1, ctx 8K and
-64K, each row its own keys at distinct slots of MODEL1 FP8 pools).
+64K, each row its own keys at distinct slots of MODEL1 FP8 pools); and the prefill benchmark's: one
+request's 2K and 8K tokens from position 0 on a C4 and a C128 layer, every token its own row, its
+window and compressed entries causal (C4: a random selection of up to 512 of the visible ones).
 
 Per row and head: gather the window's 128 entries and the compressed ones from the pools
 (dequantise fp8 * 2^(scale byte - 127) per 64-dim tile, rope dims bf16), s = q.k * 512^-0.5 with
@@ -11,7 +13,8 @@ by the position; output bf16 and lse fp32.
 
 usage: python3 tests/peers/sparse_attention.py --out FILE   (writes the JSON the goals read:
 {"component": "sparse_attention", "device": ..., "results": [{"bs", "ratio", "ctx", "eager_us",
-"compile_us", "triton_us"}, ...]}; timed by peer_timing.py: CUDA events around several calls, the
+"compile_us", "triton_us"}, ..., {"prefill": 1, "tokens", "ratio", ...}]}; the prefill rows go
+through torch in chunks of 512 rows, as their gathered keys would not fit at once; timed by peer_timing.py: CUDA events around several calls, the
 median of the samples' means, after warm-up; a form that fails keeps its error and the others run;
 the file is rewritten after every shape)
 """
@@ -76,6 +79,49 @@ def make_inputs(bs, ratio, ctx, gen):
                 swa_pool=swa_pool, swa_idx=swa_slots.view(bs, WINDOW), swa_len=torch.full((bs,), WINDOW, device="cuda"),
                 ext_pool=ext_pool, ext_tokens=PAGE_TOKENS[ratio], ext_idx=ext_slots.view(bs, extra),
                 ext_len=torch.full((bs,), extra, device="cuda"))
+
+
+def make_prefill_inputs(tokens, ratio, gen):
+    """One request's tokens 0..tokens-1, each its own row: window entries p, p-1, ... (-1 before the
+    start), compressed entries visible at (p + 1) // ratio (C4: a random selection of up to 512,
+    C128: all), an empty list as length 1 holding -1 (the descriptor's convention)."""
+    pos = torch.arange(tokens, device="cuda")
+    swa_pool, swa_slots = make_pool(tokens, 256, gen)
+    col = torch.arange(WINDOW, device="cuda")
+    back = pos[:, None] - col[None, :]
+    swa_idx = torch.where(back >= 0, swa_slots[back.clamp_min(0)], -1).to(torch.int32)
+    entries = max(tokens // ratio, 1)
+    ext_pool, ext_slots = make_pool(entries, PAGE_TOKENS[ratio], gen)
+    visible = (pos + 1) // ratio
+    if ratio == 4:
+        width = min(entries, 512)
+        score = torch.rand(tokens, entries, generator=gen, device="cuda")
+        score = score.masked_fill(torch.arange(entries, device="cuda")[None, :] >= visible[:, None], -1.0)
+        top, chosen = score.topk(width, dim=1)
+        ext_idx = torch.where(top >= 0, ext_slots[chosen], -1)
+        count = visible.clamp_max(width)
+    else:
+        width = entries
+        j = torch.arange(entries, device="cuda")[None, :].expand(tokens, entries)
+        ext_idx = torch.where(j < visible[:, None], ext_slots[j], -1)
+        count = visible
+    q = torch.randn(tokens, HEADS, DIMS, generator=gen, device="cuda").bfloat16()
+    sink = torch.rand(HEADS, generator=gen, device="cuda") * 8
+    angles = pos[:, None].double() * torch.tensor(rope_freqs(ratio), dtype=torch.float64, device="cuda")
+    return dict(q=q, sink=sink, cos=angles.cos().float(), sin=angles.sin().float(),
+                swa_pool=swa_pool, swa_idx=swa_idx, swa_len=(pos + 1).clamp_max(WINDOW),
+                ext_pool=ext_pool, ext_tokens=PAGE_TOKENS[ratio], ext_idx=ext_idx.to(torch.int32).contiguous(),
+                ext_len=count.clamp_min(1))
+
+
+def row_chunks(fn, rows=512):
+    """fn over slices of `rows` query rows (the pools and the sinks whole), outputs concatenated."""
+    def run(**inputs):
+        n = inputs["q"].shape[0]
+        per_row = ("q", "cos", "sin", "swa_idx", "swa_len", "ext_idx", "ext_len")
+        parts = [fn(**{k: v[b:b + rows] if k in per_row else v for k, v in inputs.items()}) for b in range(0, n, rows)]
+        return torch.cat([o for o, _ in parts]), torch.cat([l for _, l in parts])
+    return run
 
 
 def dequant(pool, tokens, idx):
@@ -191,6 +237,30 @@ def bytes_moved(bs, ratio, ctx):
     return bs * (WINDOW + extra) * 584 + bs * HEADS * DIMS * 2 * 2
 
 
+def prefill_bytes(tokens, ratio):
+    """A prefill's unique keys (584 bytes each: the request's window tokens and its entries), q and
+    the output."""
+    return (tokens + max(tokens // ratio, 1)) * 584 + tokens * HEADS * DIMS * 2 * 2
+
+
+def time_peers(result, inputs, eager, forms, k):
+    """eager's time, then each form's after it agrees with eager."""
+    want = {}
+
+    def timed_eager():
+        want["out"], want["lse"] = eager(**inputs)
+        return time_us(lambda i: eager(**inputs), k)
+
+    def checked(name, fn):
+        o, l = fn(**inputs)
+        check_close(name + " out", o, want["out"], rtol=2e-2, atol=2e-2)
+        check_close(name + " lse", l, want["lse"], rtol=1e-4, atol=1e-3)
+        return time_us(lambda i: fn(**inputs), k)
+    attempt(result, "eager_us", timed_eager)
+    for field, name, fn in forms:
+        attempt(result, field, lambda: checked(name, fn))
+
+
 def main():
     args, _ = peer_timing.start(__doc__)
     output = peer_timing.Output("sparse_attention", args.out)
@@ -201,22 +271,24 @@ def main():
             for bs in (1, 8, 64, 128, 256):
                 result = {"bs": bs, "ratio": ratio, "ctx": ctx}
                 inputs = make_inputs(bs, ratio, ctx, gen)
-                k = launches_per_sample(bytes_moved(bs, ratio, ctx))
-                want = {}
-
-                def eager():
-                    want["out"], want["lse"] = attention_torch(**inputs)
-                    return time_us(lambda i: attention_torch(**inputs), k)
-
-                def checked(name, fn):  # a peer agrees with eager before it is timed
-                    o, l = fn(**inputs)
-                    check_close(name + " out", o, want["out"], rtol=2e-2, atol=2e-2)
-                    check_close(name + " lse", l, want["lse"], rtol=1e-4, atol=1e-3)
-                    return time_us(lambda i: fn(**inputs), k)
-                attempt(result, "eager_us", eager)
-                attempt(result, "compile_us", lambda: checked("torch.compile", compiled))
-                attempt(result, "triton_us", lambda: checked("triton", attention_triton))
+                time_peers(result, inputs, attention_torch, [("compile_us", "torch.compile", compiled),
+                                                             ("triton_us", "triton", attention_triton)],
+                           launches_per_sample(bytes_moved(bs, ratio, ctx)))
                 output.add(result)
+    # Prefill (BM_sparse_attention_prefill/tokens:T/ratio:R); bs and ctx as its case's (both T).
+    for ratio in (4, 128):
+        for tokens in (2048, 8192):
+            result = {"prefill": 1, "tokens": tokens, "ratio": ratio, "bs": tokens, "ctx": tokens}
+            try:
+                inputs = make_prefill_inputs(tokens, ratio, gen)
+            except Exception as error:  # the decode results are written already
+                result["errors"] = {"inputs": f"{type(error).__name__}: {error}"[:500]}
+                output.add(result)
+                continue
+            time_peers(result, inputs, row_chunks(attention_torch), [("compile_us", "torch.compile", row_chunks(compiled)),
+                                                                      ("triton_us", "triton", attention_triton)],
+                       launches_per_sample(prefill_bytes(tokens, ratio)))
+            output.add(result)
 
 
 if __name__ == "__main__":

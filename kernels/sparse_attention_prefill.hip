@@ -1,0 +1,398 @@
+// DeepSeek-V4 sparse attention, prefill (spec 3.4, 9.2): the decode kernel's outputs for many query
+// rows, built for throughput. Attention is MQA over the latent: a row's 64 (or 128) heads share its
+// keys, K = V = the 512-dim latent, so a row is a [heads x 512] x [512 x keys] product, compute-bound
+// once the keys are in shared memory (64 heads: about 224 FLOP per fp8 byte read). Tensor cores do it.
+//
+// Design (NVIDIA, mma.sync m16n8k16 bf16 -> fp32 through inline PTX): one block of 8 warps per
+// (query row, group of up to 64 heads: 64, 48, 32 or 16, the largest dividing heads), over all the
+// row's keys (no split: a prefill has rows enough to fill the card), the window's columns
+// [0, window length) then the compressed columns [0, extra length), in tiles of 64 keys:
+//   1. gather: 4 threads per key copy its 576 data bytes (cp.async, 16 bytes at a time) into a
+//      staging buffer while the previous tile is computed, and its 8 scale bytes into a register;
+//      at the tile's start each thread dequantises the bytes it copied (kv_fp8::fp8x8_to_bf16x8:
+//      fp8 x 2^(byte - 127) is exact in bf16) into the tile's bf16 rows. A key that is no key (-1,
+//      or past the row's length) is a row of zeros, masked below;
+//   2. scores: warp (t, d) multiplies the 16 heads of head tile t by the tile's keys over the dims
+//      of half d (256 dims), in chunks of 64 dims each started from zero in the tensor core and
+//      added into the running score with one fp32 add (the tensor core's own accumulation need
+//      not round to nearest; a chunk's short sum keeps its error to a few ulp of the chunk); the
+//      two halves meet in shared memory as half 0 + half 1, the same sum in both warps of a tile;
+//   3. online softmax per head, in fp32: both warps of a head tile compute the same running max m
+//      and sum l (quad shuffles in a fixed order), the weights p = exp(s - m) and the factor
+//      exp(m_old - m) of the accumulators; -inf for masked keys;
+//   4. accumulate: warp (t, d) adds P x V into its 16 heads x 256 dims (128 fp32 registers a
+//      thread), V the same bf16 tile read transposed (ldmatrix .trans). P enters the tensor core as
+//      bf16: p = hi + lo, hi = bf16(p), lo = bf16(p - hi), two products, so that the weights carry
+//      16 bits (p's error 2^-17 relative) and the output stays within the decode kernel's
+//      tolerance classes (one bf16 rounding of P alone moves an output by about 2^-10 of its head's
+//      norm, a fifth of a bf16 ulp: a CPU emulation then agrees exactly with the reference on 63-77%
+//      of the elements, against bf16_rounded_once's 90%; with hi + lo on 99.8%).
+//      The price is 3 products where FLOPs count 2: the kernel reaches at most 2/3 of the mma rate.
+// At the end, as the decode kernel: o = acc / l * 1 / (1 + exp(sink - lse)), lse = m + log l, a row
+// with no valid key 0 and lse = -FLT_MAX, the rope pairs of dims 448..511 de-rotated by the row's
+// position (angles and sin/cos in double), bf16 pairs rounded to nearest even.
+// Shared memory (~203 KB: one block an SM): q 64 x 520 bf16, the key tile 64 x 520 bf16 (rows
+// padded by 16 bytes so ldmatrix's 8 rows fall in distinct banks), the scores' halves 2 x 64 x 72
+// fp32, the staging buffer 64 x 576 bytes.
+// Each row is computed alone, in a fixed order: its result does not depend on its batch.
+//
+// AMD (gfx90a): no MFMA path is written yet; launch_sparse_attention_prefill runs the decode kernel
+// there, one block per (row, 16 heads) over all its keys (launch_sparse_attention_unsplit: no
+// scratch either).
+//
+// Mutants (issue 30), as in the decode kernel, under DSV4H_MUTANT_<NAME>; NOOP returns at once.
+#include <cfloat>
+#include <cmath>
+
+#include "kv_pool_fp8.h"
+#include "sparse_attention.h"
+
+namespace dsv4h {
+
+#if defined(DSV4H_GPU_NVIDIA)
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxHeads = 64;  // a block's heads: 4 tiles of 16
+constexpr int kKeys = 64;      // keys a tile
+constexpr int kDims = 512, kNopeDims = 448, kHalfDims = 256;
+constexpr int kStride = kDims + 8;  // bf16 a shared row: 1040 bytes
+constexpr int kScoreStride = kKeys + 8;
+constexpr int kDataBytes = 576;
+constexpr int kPartBytes = kDataBytes / 4;  // a thread's share of a key: 9 copies of 16 bytes
+
+struct Shared {
+  uint16_t q[kMaxHeads][kStride];
+  uint16_t k[kKeys][kStride];
+  float s[2][kMaxHeads][kScoreStride];
+  uint8_t raw[kKeys][kDataBytes];
+  int valid[kKeys];
+};
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void copy_async_16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+// Four 8x8 bf16 matrices from shared memory, lane i giving the address of a row of matrix i / 8;
+// .trans hands out their transposes.
+__device__ __forceinline__ void load_matrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p))
+               : "memory");
+}
+__device__ __forceinline__ void load_matrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p))
+               : "memory");
+}
+
+// c += a (16x16, row-major fragments) x b (16x8, column-major fragments), bf16 in, fp32 out.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// p as bf16 hi + lo (both rounded to nearest even), two values a word.
+__device__ __forceinline__ void split_weights(float p0, float p1, uint32_t& hi, uint32_t& lo) {
+  hi = pack_bf16x2_rn(p0, p1);
+  lo = pack_bf16x2_rn(p0 - __uint_as_float(hi << 16), p1 - __uint_as_float(hi & 0xffff0000u));
+}
+
+struct ScopeView {
+  const uint8_t* cache;
+  int64_t tokens_per_page, page_bytes;
+};
+
+__global__ void __launch_bounds__(kThreads, 1)
+    sparse_attention_prefill(SparseAttentionArgs a, SparseAttentionRope rope, int64_t window_page_bytes,
+                             int64_t extra_page_bytes, int block_heads) {
+  extern __shared__ __align__(16) uint8_t shared_bytes[];
+  Shared& sh = *reinterpret_cast<Shared*>(shared_bytes);
+#if defined(DSV4H_MUTANT_NOOP)
+  if (a.rows >= 0) return;
+#endif
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int tile = warp % 4, half = warp / 4;  // head tile (16 heads) and dim half of this warp
+  const bool computes = tile * 16 < block_heads;
+  const int64_t row = blockIdx.y;
+  const int64_t head0 = static_cast<int64_t>(blockIdx.x) * block_heads;
+
+  // q of the block's heads, copied with the first tile.
+  const uint8_t* q_src = reinterpret_cast<const uint8_t*>(a.q + (row * a.heads + head0) * kDims);
+  for (int i = tid; i < block_heads * (kDims / 8); i += kThreads)
+    copy_async_16(&sh.q[i / (kDims / 8)][i % (kDims / 8) * 8], q_src + i * 16);
+
+  const ScopeView window{a.window.cache, a.window.tokens_per_page, window_page_bytes};
+  const ScopeView extra{a.extra.cache, a.extra.tokens_per_page, extra_page_bytes};
+  int64_t window_len = a.window.lengths[row];
+  int64_t extra_len = a.extra.cache ? a.extra.lengths[row] : 0;
+#if defined(DSV4H_MUTANT_WINDOW_SHORT)
+  window_len = window_len < 127 ? window_len : 127;
+#endif
+#if defined(DSV4H_MUTANT_C4_ONE_TOO_MANY)
+  if (a.extra.cache) extra_len = extra_len + 1 < a.extra.width ? extra_len + 1 : a.extra.width;
+#endif
+  const int64_t total = window_len + extra_len;
+#if defined(DSV4H_MUTANT_SCALE_448)
+  const float scale = 0.04724555912615341f;  // 448^-0.5
+#else
+  const float scale = a.scale;
+#endif
+
+  // This thread's key of a tile and its quarter of the key's bytes; the key's page data and scales.
+  const int key = tid / 4, quarter = tid % 4;
+  const uint8_t* key_data = nullptr;
+  uint2 key_scales = make_uint2(0, 0);
+  bool key_valid = false;
+  // Starts the copies of tile `base`'s key: its slot, validity, scale bytes and data bytes.
+  const auto fetch = [&](int64_t base) {
+    const int64_t v = base + key;
+    int32_t slot = -1;
+    const ScopeView* scope = &window;
+    if (v >= total) {
+      // past the row's keys: no key
+    } else if (v < window_len) {
+      slot = a.window.indices[row * a.window.width + v];
+    } else {
+      slot = a.extra.indices[row * a.extra.width + (v - window_len)];
+      scope = &extra;
+    }
+#if defined(DSV4H_MUTANT_MINUS_ONE_UNMASKED)
+    key_valid = v < total;  // a -1 inside the length: a zero key with score 0
+#else
+    key_valid = v < total && slot >= 0;
+#endif
+    key_data = nullptr;
+    if (slot < 0) return;
+    const int64_t page = slot / scope->tokens_per_page, t = slot - page * scope->tokens_per_page;
+    const uint8_t* base_bytes = scope->cache + page * scope->page_bytes;
+    key_data = base_bytes + t * kDataBytes;
+    key_scales = load_read_only(reinterpret_cast<const uint2*>(base_bytes + scope->tokens_per_page * kDataBytes + t * 8));
+    #pragma unroll
+    for (int c = 0; c < kPartBytes / 16; ++c)
+      copy_async_16(&sh.raw[key][quarter * kPartBytes + c * 16], key_data + quarter * kPartBytes + c * 16);
+  };
+  if (total > 0) fetch(0);
+  copy_async_commit();
+
+  // Accumulators of this warp's 16 heads x 256 dims: n-tile j (dims half * 256 + 8 j ..) holds
+  // rows lane / 4 (o[j][0..1]) and lane / 4 + 8 (o[j][2..3]), columns 2 (lane % 4) + 0, 1.
+  float o[kHalfDims / 8][4];
+  #pragma unroll
+  for (int j = 0; j < kHalfDims / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows lane / 4 and lane / 4 + 8
+  const int g = lane / 4, c2 = 2 * (lane % 4);
+
+  for (int64_t base = 0; base < total; base += kKeys) {
+    // 1. This thread's copies of the tile have landed: dequantise them into the key tile.
+    copy_async_wait_all();
+    #pragma unroll
+    for (int c = 0; c < kPartBytes / 16; ++c) {
+      const int offset = quarter * kPartBytes + c * 16;
+      if (offset < kNopeDims) {
+        uint4 out0 = make_uint4(0, 0, 0, 0), out1 = out0;
+        if (key_data) {
+          const uint4 codes = *reinterpret_cast<const uint4*>(&sh.raw[key][offset]);
+          const uint32_t scale_bytes = offset < 256 ? key_scales.x : key_scales.y;  // tile offset / 64's byte
+          const int e = static_cast<int>((scale_bytes >> (8 * (offset / 64 % 4))) & 0xffu) - 127;
+          out0 = kv_fp8::fp8x8_to_bf16x8(make_uint2(codes.x, codes.y), e);
+          out1 = kv_fp8::fp8x8_to_bf16x8(make_uint2(codes.z, codes.w), e);
+        }
+        *reinterpret_cast<uint4*>(&sh.k[key][offset]) = out0;
+        *reinterpret_cast<uint4*>(&sh.k[key][offset + 8]) = out1;
+      } else {
+        const uint4 rope_words = key_data ? *reinterpret_cast<const uint4*>(&sh.raw[key][offset]) : make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(&sh.k[key][kNopeDims + (offset - kNopeDims) / 2]) = rope_words;
+      }
+    }
+    if (quarter == 0) sh.valid[key] = key_valid;
+    sync_block();
+    // The next tile's copies run while this one is computed.
+    if (base + kKeys < total) fetch(base + kKeys);
+    copy_async_commit();
+
+    // 2. Scores of this warp's heads over its dim half, for the tile's 64 keys in two halves of 32.
+    if (computes) {
+      #pragma unroll
+      for (int kh = 0; kh < 2; ++kh) {
+        float s[4][4];
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+        #pragma unroll
+        for (int chunk = 0; chunk < 4; ++chunk) {
+          float part[4][4];
+          #pragma unroll
+          for (int j = 0; j < 4; ++j) part[j][0] = part[j][1] = part[j][2] = part[j][3] = 0.f;
+          #pragma unroll
+          for (int step = 0; step < 4; ++step) {
+            const int k0 = half * kHalfDims + chunk * 64 + step * 16;
+            uint32_t qa[4];
+            load_matrix_x4(qa, &sh.q[tile * 16 + lane % 16][k0 + lane / 16 * 8]);
+            #pragma unroll
+            for (int np = 0; np < 2; ++np) {
+              uint32_t kb[4];
+              load_matrix_x4(kb, &sh.k[kh * 32 + np * 16 + lane % 8 + lane / 16 * 8][k0 + lane / 8 % 2 * 8]);
+              mma_bf16(part[2 * np], qa, kb[0], kb[1]);
+              mma_bf16(part[2 * np + 1], qa, kb[2], kb[3]);
+            }
+          }
+          #pragma unroll
+          for (int j = 0; j < 4; ++j)
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) s[j][i] += part[j][i];
+        }
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int col = kh * 32 + j * 8 + c2;
+          *reinterpret_cast<float2*>(&sh.s[half][tile * 16 + g][col]) = make_float2(s[j][0], s[j][1]);
+          *reinterpret_cast<float2*>(&sh.s[half][tile * 16 + g + 8][col]) = make_float2(s[j][2], s[j][3]);
+        }
+      }
+    }
+    sync_block();
+
+    if (computes) {
+      // 3. Online softmax of rows g, g + 8 over the tile (the same in both warps of the head tile).
+      float p[8][4];
+      float tile_max[2] = {-INFINITY, -INFINITY};
+      #pragma unroll
+      for (int j = 0; j < 8; ++j)
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int r = tile * 16 + g + (i / 2) * 8, col = j * 8 + c2 + i % 2;
+          p[j][i] = sh.valid[col] ? (sh.s[0][r][col] + sh.s[1][r][col]) * scale : -INFINITY;
+          tile_max[i / 2] = fmaxf(tile_max[i / 2], p[j][i]);
+        }
+      float alpha[2];
+      #pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float m_new = fmaxf(m[r], max_over_lanes(tile_max[r], 4));
+        alpha[r] = m_new == -INFINITY ? 1.f : expf(m[r] - m_new);  // 0 while m is -inf
+        float sum = 0.f;
+        #pragma unroll
+        for (int j = 0; j < 8; ++j)
+          #pragma unroll
+          for (int i = 2 * r; i < 2 * r + 2; ++i) {
+            p[j][i] = m_new == -INFINITY ? 0.f : expf(p[j][i] - m_new);
+            sum += p[j][i];
+          }
+        l[r] = l[r] * alpha[r] + sum_over_lanes(sum, 4);
+        m[r] = m_new;
+      }
+      #pragma unroll
+      for (int j = 0; j < kHalfDims / 8; ++j) o[j][0] *= alpha[0], o[j][1] *= alpha[0], o[j][2] *= alpha[1], o[j][3] *= alpha[1];
+      // 4. o += P V over the tile: P's fragments are the scores' (n-tiles 2 t, 2 t + 1 are k-step t).
+      #pragma unroll
+      for (int step = 0; step < 4; ++step) {
+        uint32_t hi[4], lo[4];
+        split_weights(p[2 * step][0], p[2 * step][1], hi[0], lo[0]);
+        split_weights(p[2 * step][2], p[2 * step][3], hi[1], lo[1]);
+        split_weights(p[2 * step + 1][0], p[2 * step + 1][1], hi[2], lo[2]);
+        split_weights(p[2 * step + 1][2], p[2 * step + 1][3], hi[3], lo[3]);
+        #pragma unroll
+        for (int dp = 0; dp < kHalfDims / 16; ++dp) {
+          uint32_t vb[4];
+          load_matrix_x4_trans(vb, &sh.k[step * 16 + lane % 8 + lane / 8 % 2 * 8][half * kHalfDims + dp * 16 + lane / 16 * 8]);
+          mma_bf16(o[2 * dp], hi, vb[0], vb[1]);
+          mma_bf16(o[2 * dp], lo, vb[0], vb[1]);
+          mma_bf16(o[2 * dp + 1], hi, vb[2], vb[3]);
+          mma_bf16(o[2 * dp + 1], lo, vb[2], vb[3]);
+        }
+      }
+    }
+    sync_block();  // the key tile, the scores and the flags are the next tile's
+  }
+  copy_async_wait_all();  // q's copies, where the row had no key
+  if (!computes) return;
+
+  // Output of rows g, g + 8: the decode kernel's finalize, two dims (a rope pair) an n-tile.
+  #pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t head = head0 + tile * 16 + g + 8 * r;
+    const float sink = a.sink[head];
+    float lse;
+#if defined(DSV4H_MUTANT_EMPTY_ROW_NAN)
+    const bool empty = false;
+#else
+    const bool empty = l[r] == 0.f;
+#endif
+#if defined(DSV4H_MUTANT_SINK_IN_NUMERATOR)
+    float e_sink = 0.f;
+#else
+    float factor = 1.f;
+#endif
+    if (empty) {
+      lse = -FLT_MAX;
+    } else {
+      lse = m[r] + logf(l[r]);
+#if defined(DSV4H_MUTANT_SINK_IN_NUMERATOR)
+      e_sink = expf(sink - m[r]);
+#elif defined(DSV4H_MUTANT_SINK_IGNORED)
+      (void)sink;
+#else
+      const float x = sink - lse;
+      factor = x > 0.f ? expf(-x) / (1.f + expf(-x)) : 1.f / (1.f + expf(x));
+#endif
+    }
+    uint32_t* out = reinterpret_cast<uint32_t*>(a.out + (row * a.heads + head) * kDims);
+    #pragma unroll
+    for (int j = 0; j < kHalfDims / 8; ++j) {
+      const int d = half * kHalfDims + j * 8 + c2;
+      float o0 = o[j][2 * r], o1 = o[j][2 * r + 1];
+      if (empty) {
+        o0 = o1 = 0.f;
+      } else {
+#if defined(DSV4H_MUTANT_SINK_IN_NUMERATOR)
+        o0 = (o0 + e_sink) / (l[r] + e_sink), o1 = (o1 + e_sink) / (l[r] + e_sink);
+#else
+        o0 = o0 / l[r] * factor, o1 = o1 / l[r] * factor;
+#endif
+      }
+#if !defined(DSV4H_MUTANT_ROPE_NOT_INVERTED)
+      if (d >= kNopeDims) {  // multiply by the conjugate of exp(j pos f)
+        const double angle = static_cast<double>(a.positions[row]) * rope.freqs[(d - kNopeDims) / 2];
+        const double c = cos(angle), s = sin(angle);
+        const float r0 = static_cast<float>(o0 * c + o1 * s), r1 = static_cast<float>(o1 * c - o0 * s);
+        o0 = r0, o1 = r1;
+      }
+#endif
+      out[d / 2] = static_cast<uint32_t>(kv_fp8::float_to_bf16(o0)) | (static_cast<uint32_t>(kv_fp8::float_to_bf16(o1)) << 16);
+    }
+    if (half == 0 && lane % 4 == 0) a.lse[row * a.heads + head] = lse;
+  }
+}
+
+int64_t page_bytes(int64_t tokens_per_page) { return (tokens_per_page * 584 + 575) / 576 * 576; }
+
+}  // namespace
+#endif
+
+void launch_sparse_attention_prefill(const SparseAttentionArgs& a, hipStream_t stream) {
+#if defined(DSV4H_GPU_NVIDIA)
+  if (!sparse_attention_check_launch(a, 1, "launch_sparse_attention_prefill")) return;
+  const int block_heads = a.heads % 64 == 0 ? 64 : a.heads % 48 == 0 ? 48 : a.heads % 32 == 0 ? 32 : 16;
+  const int shared = static_cast<int>(sizeof(Shared));
+  DSV4H_HIP_CHECK(cudaFuncSetAttribute(sparse_attention_prefill, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+  const dim3 grid(static_cast<unsigned>(a.heads / block_heads), static_cast<unsigned>(a.rows));
+  sparse_attention_prefill<<<grid, kThreads, shared, stream>>>(a, sparse_attention_rope(a.compress_ratio),
+                                                               page_bytes(a.window.tokens_per_page),
+                                                               a.extra.cache ? page_bytes(a.extra.tokens_per_page) : 0,
+                                                               block_heads);
+  DSV4H_LAUNCH_CHECK("sparse_attention_prefill");
+#else
+  launch_sparse_attention_unsplit(a, stream);
+#endif
+}
+
+}  // namespace dsv4h
