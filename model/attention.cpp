@@ -138,15 +138,21 @@ Eigen::MatrixXd attend(const Eigen::MatrixXd& q, const std::vector<const Eigen::
 
 namespace {
 
-// Appends the compressed entries that tokens x[t] (positions first_pos + t) complete, to `entries`.
+// The compressed entries that tokens x[t] (positions first_pos + t) complete, as rows.
 // Prefill (first_pos == 0, any T) is the closed form of spec 3.2 over the prompt's complete blocks
 // (block j pools rows [j * ratio, (j + 1) * ratio), C4 with block j - 1's rows as its overlap) and
 // leaves the state a decode continues from: the last complete block and the incomplete tail.
 // Decode (T == 1) is the state machine: a row appended, an entry pooled when its block completes,
 // the block then kept as the next one's overlap. Prefill-vs-decode agreement checks the two.
-void run_compressor(const ModelConfig& c, const Weights& w, const std::string& p, int64_t ratio, int64_t d,
-                    EntryKind kind, const RowMatrix& x, int64_t first_pos, const Eigen::VectorXd& freqs,
-                    bool indexer_fp4, CompressorState& state, std::vector<Eigen::VectorXd>& entries) {
+RowMatrix run_compressor(const ModelConfig& c, const Weights& w, const std::string& p, int64_t ratio, int64_t d,
+                         EntryKind kind, const RowMatrix& x, int64_t first_pos, const Eigen::VectorXd& freqs,
+                         bool indexer_fp4, CompressorState& state) {
+  std::vector<Eigen::VectorXd> entries;
+  const auto rows = [&] {
+    RowMatrix m(static_cast<int64_t>(entries.size()), d);
+    for (size_t i = 0; i < entries.size(); ++i) m.row(static_cast<int64_t>(i)) = entries[i].transpose();
+    return m;
+  };
   const RowMatrix kv = x * w.matrix(p + "wkv.weight").transpose();
   const RowMatrix score = x * w.matrix(p + "wgate.weight").transpose();
   const auto ape = w.matrix(p + "ape");
@@ -178,13 +184,13 @@ void run_compressor(const ModelConfig& c, const Weights& w, const std::string& p
     state.prev_score = block_rows(score_rows, last, blocks * ratio);
     state.cur_kv = block_rows(kv_rows, blocks * ratio, T);
     state.cur_score = block_rows(score_rows, blocks * ratio, T);
-    return;
+    return rows();
   }
   if (x.rows() != 1) throw std::invalid_argument("attention: after a prefill, tokens come one at a time (decode)");
   const int64_t pos = first_pos;
   state.cur_kv.push_back(kv.row(0).transpose());
   state.cur_score.push_back(score.row(0).transpose() + ape.row(pos % ratio).transpose());
-  if ((pos + 1) % ratio != 0) return;
+  if ((pos + 1) % ratio != 0) return rows();
   finish(compress_entry(overlap ? state.prev_kv : kNoRows, overlap ? state.prev_score : kNoRows, state.cur_kv,
                         state.cur_score, ratio, d),
          pos / ratio);
@@ -192,73 +198,129 @@ void run_compressor(const ModelConfig& c, const Weights& w, const std::string& p
   state.prev_score = std::move(state.cur_score);
   state.cur_kv.clear();
   state.cur_score.clear();
+  return rows();
+}
+
+void append_rows(const RowMatrix& rows, std::vector<Eigen::VectorXd>& to) {
+  for (int64_t r = 0; r < rows.rows(); ++r) to.push_back(rows.row(r).transpose());
 }
 
 }  // namespace
 
 RowMatrix attention_forward(const ModelConfig& c, const Weights& w, int64_t layer, const std::string& p,
-                            const RowMatrix& x, LayerCache& cache, const AttentionOptions& options) {
+                            const RowMatrix& x, LayerCache& cache, const AttentionOptions& options, OpObserver* observer) {
   const int64_t T = x.rows(), H = c.n_heads, hd = c.head_dim;
   const int64_t first_pos = static_cast<int64_t>(cache.latents.size());
   const int64_t ratio = c.compress_ratios[layer];
   const Eigen::VectorXd freqs = reference::rope_frequencies(c.rope(layer));
+  const auto report = [&](const char* op, const std::vector<OpInput>& in, const std::vector<OpOutput>& out) {
+    if (observer) observer->op(p + op, in, out);
+  };
+  const auto linear = [&](const RowMatrix& in, const char* weight, const char* op) {
+    RowMatrix y = in * w.matrix(p + weight).transpose();
+    report(op, {{"x", &in}}, {{"y", &y}});
+    return y;
+  };
+  const auto norm = [&](const RowMatrix& in, const char* weight, const char* op) {
+    RowMatrix y = reference::rms_norm(in, w.vector(p + weight), c.norm_eps);
+    report(op, {{"x", &in}}, {{"y", &y}});
+    return y;
+  };
 
-  // Projections (spec 3.1), rows of the chunk at once.
-  const RowMatrix qr = reference::rms_norm(x * w.matrix(p + "wq_a.weight").transpose(), w.vector(p + "q_norm.weight"), c.norm_eps);
-  const RowMatrix q_all = qr * w.matrix(p + "wq_b.weight").transpose();
-  const RowMatrix kv_all = reference::rms_norm(x * w.matrix(p + "wkv.weight").transpose(), w.vector(p + "kv_norm.weight"), c.norm_eps);
+  // Projections (spec 3.1), rows of the chunk at once; q per head: its norm and its rope.
+  const RowMatrix qr = norm(linear(x, "wq_a.weight", "wq_a"), "q_norm.weight", "q_norm");
+  const RowMatrix q_proj = linear(qr, "wq_b.weight", "wq_b");
+  RowMatrix q_all = q_proj;  // row t: head h's hd dims at h * hd
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      auto head = q_all.row(t).segment(h * hd, hd);
+      head /= std::sqrt(head.squaredNorm() / static_cast<double>(hd) + c.norm_eps);
+      Eigen::VectorXd v = head.transpose();
+      apply_rope(v.tail(kRopeDim), first_pos + t, freqs);
+      head = v.transpose();
+    }
+  report("q_rope", {{"q", &q_proj}}, {{"q", &q_all}});
+  const RowMatrix kv_all = norm(linear(x, "wkv.weight", "wkv"), "kv_norm.weight", "kv_norm");
+  RowMatrix latents(T, hd);
   for (int64_t t = 0; t < T; ++t) {
     Eigen::VectorXd kv = kv_all.row(t).transpose();
     apply_rope(kv.tail(kRopeDim), first_pos + t, freqs);
-    cache.latents.push_back(cache_qdq(kv));
+    latents.row(t) = cache_qdq(kv).transpose();
   }
-  if (ratio != 0)
-    run_compressor(c, w, p + "compressor.", ratio, hd, EntryKind::Main, x, first_pos, freqs, options.indexer_fp4,
-                   cache.main_state, cache.compressed);
-  if (ratio == 4)
-    run_compressor(c, w, p + "indexer.compressor.", ratio, c.index_head_dim, EntryKind::Indexer, x, first_pos, freqs,
-                   options.indexer_fp4, cache.index_state, cache.index_keys);
+  report("kv_cache", {{"kv", &kv_all}}, {{"latent", &latents}});
+  append_rows(latents, cache.latents);
+  if (ratio != 0) {
+    RowMatrix entries = run_compressor(c, w, p + "compressor.", ratio, hd, EntryKind::Main, x, first_pos, freqs,
+                                       options.indexer_fp4, cache.main_state);
+    report("compress", {{"x", &x}}, {{"entries", &entries}});
+    append_rows(entries, cache.compressed);
+  }
 
+  // The lightning indexer (C4, spec 3.3): each row's selection, the first `width` entries of which
+  // the last row sees at most, -1 past a row's own.
+  const int64_t visible_last = ratio == 0 ? 0 : (first_pos + T) / ratio;
+  RowMatrix selected;
+  if (ratio == 4) {
+    RowMatrix keys = run_compressor(c, w, p + "indexer.compressor.", ratio, c.index_head_dim, EntryKind::Indexer, x,
+                                    first_pos, freqs, options.indexer_fp4, cache.index_state);
+    report("indexer.compress", {{"x", &x}}, {{"keys", &keys}});
+    append_rows(keys, cache.index_keys);
+    const int64_t nI = c.index_n_heads, id = c.index_head_dim;
+    RowMatrix qi = qr * w.matrix(p + "indexer.wq_b.weight").transpose();
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < nI; ++h) {
+        Eigen::VectorXd head = qi.row(t).segment(h * id, id).transpose();
+        apply_rope(head.tail(kRopeDim), first_pos + t, freqs);
+        head = hadamard128(head);
+        qi.row(t).segment(h * id, id) = (options.indexer_fp4 ? fp4_qdq(head) : head).transpose();
+      }
+    report("indexer.q", {{"qr", &qr}}, {{"q", &qi}});
+    RowMatrix head_weights = x * w.matrix(p + "indexer.weights_proj.weight").transpose() *
+                             (1 / std::sqrt(static_cast<double>(id)) / std::sqrt(static_cast<double>(nI)));
+    report("indexer.weights", {{"x", &x}}, {{"weights", &head_weights}});
+    selected = RowMatrix::Constant(T, std::min(c.index_topk, visible_last), -1);
+    for (int64_t t = 0; t < T; ++t) {
+      const Eigen::MatrixXd q_heads = Eigen::Map<const Eigen::MatrixXd>(qi.row(t).data(), id, nI);
+      const std::vector<int64_t> chosen = index_select(q_heads, head_weights.row(t).transpose(), cache.index_keys,
+                                                       (first_pos + t + 1) / ratio, c.index_topk);
+      for (size_t j = 0; j < chosen.size(); ++j) selected(t, static_cast<int64_t>(j)) = static_cast<double>(chosen[j]);
+    }
+    report("index_select", {{"q", &qi}, {"weights", &head_weights}}, {{"indices", &selected, OpValues::index}});
+  }
+
+  // Sparse attention with the sink (spec 3.4), then the inverse rope of each head's output.
   const Eigen::VectorXd sink = w.vector(p + "attn_sink");
+  RowMatrix o_all(T, H * hd);
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t pos = first_pos + t;
+    std::vector<const Eigen::VectorXd*> keys;
+    for (int64_t s = std::max<int64_t>(0, pos - c.window_size + 1); s <= pos; ++s) keys.push_back(&cache.latents[s]);
+    if (ratio == 128)
+      for (int64_t j = 0; j < (pos + 1) / ratio; ++j) keys.push_back(&cache.compressed[j]);
+    for (int64_t j = 0; j < selected.cols(); ++j) {
+      const double e = selected(t, j);  // an observer's indices are checked: they address the cache
+      if (e == -1) continue;
+      if (!(e >= 0 && e < static_cast<double>(cache.compressed.size())) || e != std::floor(e))
+        throw std::invalid_argument(p + "index_select: entry " + std::to_string(e) + " outside the cache");
+      keys.push_back(&cache.compressed[static_cast<size_t>(e)]);
+    }
+    const Eigen::MatrixXd q = Eigen::Map<const Eigen::MatrixXd>(q_all.row(t).data(), hd, H);  // column h = head h
+    Eigen::MatrixXd o = attend(q, keys, sink);
+    for (int64_t h = 0; h < H; ++h) apply_rope(o.col(h).tail(kRopeDim), pos, freqs, true);
+    o_all.row(t) = Eigen::Map<const Eigen::RowVectorXd>(o.data(), H * hd);
+  }
+  if (ratio == 4) report("attend", {{"q", &q_all}, {"indices", &selected}}, {{"o", &o_all}});
+  else report("attend", {{"q", &q_all}}, {{"o", &o_all}});
+
+  // The grouped output projection: group g's heads concatenated, through its own o_lora block.
   const auto wo_a = w.matrix(p + "wo_a.weight");
   const int64_t G = c.o_groups, group_in = c.heads_per_group() * hd;
   RowMatrix og(T, G * c.o_lora_rank);
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t pos = first_pos + t;
-    Eigen::MatrixXd q = Eigen::Map<const Eigen::MatrixXd>(q_all.row(t).data(), hd, H);  // column h = head h
-    for (int64_t h = 0; h < H; ++h) {
-      q.col(h) /= std::sqrt(q.col(h).squaredNorm() / static_cast<double>(hd) + c.norm_eps);
-      apply_rope(q.col(h).tail(kRopeDim), pos, freqs);
-    }
-    std::vector<const Eigen::VectorXd*> keys;
-    for (int64_t s = std::max<int64_t>(0, pos - c.window_size + 1); s <= pos; ++s) keys.push_back(&cache.latents[s]);
-    const int64_t visible = ratio == 0 ? 0 : (pos + 1) / ratio;
-    if (ratio == 128)
-      for (int64_t j = 0; j < visible; ++j) keys.push_back(&cache.compressed[j]);
-    if (ratio == 4) {
-      const int64_t nI = c.index_n_heads, id = c.index_head_dim;
-      const Eigen::VectorXd qi_flat = w.matrix(p + "indexer.wq_b.weight") * qr.row(t).transpose();
-      Eigen::MatrixXd qi(id, nI);
-      for (int64_t h = 0; h < nI; ++h) {
-        Eigen::VectorXd head = qi_flat.segment(h * id, id);
-        apply_rope(head.tail(kRopeDim), pos, freqs);
-        head = hadamard128(head);
-        qi.col(h) = options.indexer_fp4 ? fp4_qdq(head) : head;
-      }
-      const Eigen::VectorXd head_weights = w.matrix(p + "indexer.weights_proj.weight") * x.row(t).transpose() *
-                                           (1 / std::sqrt(static_cast<double>(id)) / std::sqrt(static_cast<double>(nI)));
-      for (int64_t j : index_select(qi, head_weights, cache.index_keys, visible, c.index_topk))
-        keys.push_back(&cache.compressed[j]);
-    }
-    Eigen::MatrixXd o = attend(q, keys, sink);
-    for (int64_t h = 0; h < H; ++h) apply_rope(o.col(h).tail(kRopeDim), pos, freqs, true);
-    // The grouped output projection: group g's heads concatenated, through its own o_lora block.
-    const Eigen::Map<const Eigen::VectorXd> o_flat(o.data(), H * hd);
-    for (int64_t g = 0; g < G; ++g)
-      og.row(t).segment(g * c.o_lora_rank, c.o_lora_rank) =
-          (wo_a.middleRows(g * c.o_lora_rank, c.o_lora_rank) * o_flat.segment(g * group_in, group_in)).transpose();
-  }
-  return og * w.matrix(p + "wo_b.weight").transpose();
+  for (int64_t g = 0; g < G; ++g)
+    og.middleCols(g * c.o_lora_rank, c.o_lora_rank) =
+        o_all.middleCols(g * group_in, group_in) * wo_a.middleRows(g * c.o_lora_rank, c.o_lora_rank).transpose();
+  report("wo_a", {{"o", &o_all}}, {{"y", &og}});
+  return linear(og, "wo_b.weight", "wo_b");
 }
 
 }  // namespace dsv4h::model

@@ -10,9 +10,11 @@
 
 #include <Eigen/Dense>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/config.h"
+#include "model/op_observer.h"
 #include "model/weights.h"
 
 namespace dsv4h::model {
@@ -70,8 +72,12 @@ struct AttentionOptions {
 
 // The attention sub-layer of layer `layer` (weights under `prefix`, "layers.L.attn." or
 // "mtp.M.attn.") over new tokens x [T, dim] at positions cache.latents.size() onward: a prefill of
-// any T from an empty cache, or a decode of one token. Returns [T, dim].
+// any T from an empty cache, or a decode of one token. Returns [T, dim]. Its ops, reported to
+// `observer` under prefix + "wq_a", "q_norm", "wq_b", "q_rope", "wkv", "kv_norm", "kv_cache" (the
+// cached latents), "compress" (the new compressed entries), "indexer.compress", "indexer.q",
+// "indexer.weights", "index_select" (C4), "attend" (after the inverse rope), "wo_a" and "wo_b".
 RowMatrix attention_forward(const ModelConfig& config, const Weights& weights, int64_t layer, const std::string& prefix,
-                            const RowMatrix& x, LayerCache& cache, const AttentionOptions& options);
+                            const RowMatrix& x, LayerCache& cache, const AttentionOptions& options,
+                            OpObserver* observer = nullptr);
 
 }  // namespace dsv4h::model

@@ -1,0 +1,142 @@
+#include "op_fixture.h"
+
+#include <cstdio>
+#include <stdexcept>
+
+#include "harness/case_file.h"
+#include "harness/component.h"
+#include "op_budgets.h"
+
+namespace dsv4h {
+namespace {
+
+const model::RowMatrix& input(const NamedRows& inputs, const std::string& name) {
+  for (const auto& [n, v] : inputs)
+    if (n == name) return v;
+  throw std::logic_error("op_fixture: the op has no input " + name);
+}
+
+// Rows in a tensor of `dtype` and `shape` (row major, each value rounded once to the dtype).
+HostTensor tensor(const double* values, DType dtype, Shape shape) {
+  HostTensor t(dtype, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (dtype == DType::i32) t.data<int32_t>()[i] = static_cast<int32_t>(values[i]);
+    else t.set(i, values[i]);
+  }
+  return t;
+}
+
+HostTensor tensor(const model::RowMatrix& m, DType dtype, Shape shape) { return tensor(m.data(), dtype, std::move(shape)); }
+
+HostTensor weight(const model::Weights& w, const std::string& name, DType dtype) {
+  const model::Tensor& t = w.tensor(name);
+  return tensor(t.values.data(), dtype, t.shape);
+}
+
+std::string number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.17g", v);
+  return text;
+}
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+// "layers.2.ffn.experts" -> "layers.2.ffn."; "head.norm" -> "".
+std::string prefix_of(const std::string& op, const std::string& kind) { return op.substr(0, op.size() - kind.size()); }
+
+// The layer index of "layers.L." ops; the MTP block's follows the main layers.
+int64_t layer_index(const std::string& op, const model::ModelConfig& c) {
+  const std::string layer = op_layer(op);
+  if (layer.rfind("layers.", 0) == 0) return std::stoll(layer.substr(7));
+  if (layer.rfind("mtp.", 0) == 0) return c.n_layers + std::stoll(layer.substr(4));
+  return -1;
+}
+
+}  // namespace
+
+std::optional<OpFixture> op_fixture(const std::string& op, const NamedRows& inputs, const model::ModelConfig& c,
+                                    const model::Weights& w) {
+  const std::string component = op_budget(op, c).component, kind = op_kind(op);
+  const int64_t dim = c.dim, hc = c.hc_mult;
+  std::string text;
+  TensorMap in;
+  if (component == "rms_norm") {
+    const model::RowMatrix& x = input(inputs, "x");
+    // The head's norm weight is "norm.weight" ("mtp.M.norm.weight"); the others' the op's own.
+    const std::string weight_name = kind == "head.norm" ? op.substr(0, op.size() - 9) + "norm.weight" : op + ".weight";
+    text = "rms_norm(rows=" + num(x.rows()) + ",dim=" + num(x.cols()) + ",eps=" + number(c.norm_eps) + ")";
+    in = {{"x", tensor(x, DType::bf16, {x.rows(), x.cols()})}, {"weight", weight(w, weight_name, DType::f32)}};
+  } else if (component == "mhc") {
+    const bool pre = kind.size() > 4 && kind.substr(kind.size() - 4) == ".pre";
+    const std::string sublayer = op.substr(0, op.rfind('.'));  // "layers.1.hc_attn"
+    const int64_t T = input(inputs, pre ? "h" : "x").rows();
+    text = "mhc(op=" + num(pre ? 0 : 1) + ",tokens=" + num(T) + ",dim=" + num(dim) + ",iters=" + num(c.hc_sinkhorn_iters) +
+           ",hc_eps=" + number(c.hc_eps) + ",norm_eps=" + number(c.norm_eps) + ")";
+    if (pre)
+      in = {{"h", tensor(input(inputs, "h"), DType::bf16, {T, hc, dim})},
+            {"fn", weight(w, sublayer + "_fn", DType::f32)},
+            {"scale", weight(w, sublayer + "_scale", DType::f32)},
+            {"base", weight(w, sublayer + "_base", DType::f32)}};
+    else
+      in = {{"x", tensor(input(inputs, "x"), DType::bf16, {T, dim})},
+            {"residual", tensor(input(inputs, "residual"), DType::bf16, {T, hc, dim})},
+            {"post", tensor(input(inputs, "post"), DType::f32, {T, hc})},
+            {"comb", tensor(input(inputs, "comb"), DType::f32, {T, hc, hc})}};
+  } else if (component == "moe_routing") {
+    const model::RowMatrix& logits = input(inputs, "logits");
+    const std::string p = prefix_of(op, "route");
+    const bool hash = layer_index(op, c) < c.n_hash_layers;
+    text = "moe_routing(tokens=" + num(logits.rows()) + ",experts=" + num(c.n_routed_experts) + ",topk=" +
+           num(c.n_activated_experts) + ",hash=" + num(hash) + ",vocab=" + num(c.vocab_size) + ",route_scale=" +
+           number(c.route_scale) + ")";
+    in = {{"logits", tensor(logits, DType::f32, {logits.rows(), logits.cols()})}};
+    if (hash) {
+      in.emplace("token_ids", tensor(input(inputs, "tokens"), DType::i32, {logits.rows()}));
+      in.emplace("tid2eid", weight(w, p + "gate.tid2eid", DType::i32));
+    } else {
+      in.emplace("bias", weight(w, p + "gate.bias", DType::f32));
+    }
+  } else if (component == "moe") {
+    // The routed experts as they are; the shared expert as the one expert of every token, weight 1.
+    const model::RowMatrix& x = input(inputs, "x");
+    const bool shared = kind == "ffn.shared";
+    const std::string p = prefix_of(op, shared ? "shared" : "experts");
+    const int64_t T = x.rows(), I = c.moe_inter_dim, E = shared ? 1 : c.n_routed_experts, k = shared ? 1 : c.n_activated_experts;
+    if (c.swiglu_limit != 10) return std::nullopt;  // the moe component's clamp is DeepSeek-V4's, 10
+    text = "moe(tokens=" + num(T) + ",hidden=" + num(dim) + ",inter=" + num(I) + ",experts=" + num(E) + ",topk=" + num(k) +
+           ",ranks=1,rank=0,route_scale=" + number(shared ? 1.0 : c.route_scale) + ")";
+    const model::RowMatrix ids = shared ? model::RowMatrix::Zero(T, 1) : input(inputs, "ids");
+    const model::RowMatrix weights = shared ? model::RowMatrix::Ones(T, 1) : input(inputs, "weights");
+    HostTensor gate_up(DType::bf16, {E, 2 * I, dim}), down(DType::bf16, {E, dim, I});
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string expert = p + (shared ? "shared_experts." : "experts." + num(e) + ".");
+      const auto w1 = w.matrix(expert + "w1.weight"), w3 = w.matrix(expert + "w3.weight"), w2 = w.matrix(expert + "w2.weight");
+      for (int64_t r = 0; r < I; ++r)
+        for (int64_t j = 0; j < dim; ++j) {
+          gate_up.set((e * 2 * I + r) * dim + j, w1(r, j));
+          gate_up.set((e * 2 * I + I + r) * dim + j, w3(r, j));
+        }
+      for (int64_t r = 0; r < dim; ++r)
+        for (int64_t j = 0; j < I; ++j) down.set((e * dim + r) * I + j, w2(r, j));
+    }
+    in = {{"hidden", tensor(x, DType::bf16, {T, dim})},
+          {"topk_ids", tensor(ids, DType::i32, {T, k})},
+          {"topk_weights", tensor(weights, DType::f32, {T, k})},
+          {"gate_up_weights", std::move(gate_up)},
+          {"down_weights", std::move(down)}};
+  } else {
+    return std::nullopt;
+  }
+  const Case test_case = parse_case(text);
+  const Component& comp = registry().get(test_case.component());
+  comp.validate_inputs(test_case, in);
+  TensorMap expected = comp.make_outputs(test_case);
+  comp.reference(test_case, in, expected);
+  return OpFixture{test_case, std::move(in), std::move(expected)};
+}
+
+void write_op_fixture(const std::string& path, const OpFixture& fixture, const std::string& note) {
+  write_case_file(path, fixture.test_case, fixture.inputs, {{"expected", fixture.expected}}, note);
+}
+
+}  // namespace dsv4h
