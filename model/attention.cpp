@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 
 #include "reference/indexer.h"
@@ -16,10 +15,6 @@ namespace {
 
 using reference::apply_rope;
 using reference::kRopeDim;
-
-Eigen::VectorXd rms(const Eigen::VectorXd& x, const Eigen::VectorXd& weight, double eps) {
-  return reference::rms_norm(x.transpose(), weight, eps).row(0).transpose();
-}
 
 // The e2m1 value nearest to |x| <= 6, ties to the even code (codes 0..7 = 0, .5, 1, 1.5, 2, 3, 4, 6).
 double e2m1_round(double x) {
@@ -67,42 +62,6 @@ Eigen::VectorXd fp4_qdq(const Eigen::VectorXd& x) {
   return y;
 }
 
-Eigen::VectorXd compress_entry(const std::vector<Eigen::VectorXd>& prev_kv, const std::vector<Eigen::VectorXd>& prev_score,
-                               const std::vector<Eigen::VectorXd>& cur_kv, const std::vector<Eigen::VectorXd>& cur_score,
-                               int64_t ratio, int64_t d) {
-  if (static_cast<int64_t>(cur_kv.size()) != ratio) throw std::logic_error("compress_entry: a block has `ratio` rows");
-  const bool overlap = ratio == 4;
-  const int64_t own = overlap ? d : 0;  // where a block's own half starts
-  Eigen::VectorXd entry(d);
-  for (int64_t k = 0; k < d; ++k) {
-    double m = -std::numeric_limits<double>::infinity();
-    for (const auto& s : prev_score) m = std::max(m, s(k));
-    for (const auto& s : cur_score) m = std::max(m, s(own + k));
-    double num = 0, den = 0;
-    for (size_t t = 0; t < prev_kv.size(); ++t) {
-      const double w = std::exp(prev_score[t](k) - m);
-      num += w * prev_kv[t](k);
-      den += w;
-    }
-    for (size_t t = 0; t < cur_kv.size(); ++t) {
-      const double w = std::exp(cur_score[t](own + k) - m);
-      num += w * cur_kv[t](own + k);
-      den += w;
-    }
-    entry(k) = num / den;
-  }
-  return entry;
-}
-
-Eigen::VectorXd finish_entry(const Eigen::VectorXd& raw, const Eigen::VectorXd& norm_weight, double eps,
-                             int64_t block_position, const Eigen::VectorXd& freqs, EntryKind kind, bool indexer_fp4) {
-  Eigen::VectorXd c = rms(raw, norm_weight, eps);
-  apply_rope(c.tail(kRopeDim), block_position, freqs);
-  if (kind == EntryKind::Main) return cache_qdq(c);
-  c = hadamard128(c);
-  return indexer_fp4 ? fp4_qdq(c) : c;
-}
-
 std::vector<int64_t> index_select(const Eigen::MatrixXd& q_heads, const Eigen::VectorXd& head_weights,
                                   const std::vector<Eigen::VectorXd>& keys, int64_t visible, int64_t topk) {
   // The indexer component's reference: its scores and its top-k (ties to the lower index).
@@ -138,67 +97,44 @@ Eigen::MatrixXd attend(const Eigen::MatrixXd& q, const std::vector<const Eigen::
 
 namespace {
 
-// The compressed entries that tokens x[t] (positions first_pos + t) complete, as rows.
-// Prefill (first_pos == 0, any T) is the closed form of spec 3.2 over the prompt's complete blocks
-// (block j pools rows [j * ratio, (j + 1) * ratio), C4 with block j - 1's rows as its overlap) and
-// leaves the state a decode continues from: the last complete block and the incomplete tail.
-// Decode (T == 1) is the state machine: a row appended, an entry pooled when its block completes,
-// the block then kept as the next one's overlap. Prefill-vs-decode agreement checks the two.
-RowMatrix run_compressor(const ModelConfig& c, const Weights& w, const std::string& p, int64_t ratio, int64_t d,
-                         EntryKind kind, const RowMatrix& x, int64_t first_pos, const Eigen::VectorXd& freqs,
-                         bool indexer_fp4, CompressorState& state) {
-  std::vector<Eigen::VectorXd> entries;
-  const auto rows = [&] {
-    RowMatrix m(static_cast<int64_t>(entries.size()), d);
-    for (size_t i = 0; i < entries.size(); ++i) m.row(static_cast<int64_t>(i)) = entries[i].transpose();
-    return m;
-  };
-  const RowMatrix kv = x * w.matrix(p + "wkv.weight").transpose();
-  const RowMatrix score = x * w.matrix(p + "wgate.weight").transpose();
-  const auto ape = w.matrix(p + "ape");
-  const Eigen::VectorXd norm = w.vector(p + "norm.weight");
-  const bool overlap = ratio == 4;
-  static const std::vector<Eigen::VectorXd> kNoRows;
-  const auto finish = [&](const Eigen::VectorXd& raw, int64_t block) {
-    entries.push_back(finish_entry(raw, norm, c.norm_eps, block * ratio, freqs, kind, indexer_fp4));
-  };
+// The compressed entries (spec 3.2) that tokens x[t] (positions first_pos + t) complete, as rows,
+// by the compressor component's reference on the kv and score rows in fp32 (as the GEMMs store
+// them): a prefill (first_pos 0) by its dense closed form, which leaves the ring a decode goes on
+// from; a decode by its state machine over that ring. Prefill-vs-decode agreement checks the two.
+// The main entries then go through the MODEL1 FP8 pack, the indexer's keys through FP4.
+RowMatrix run_compressor(const ModelConfig& c, const Weights& w, const std::string& p, int64_t layer, int dims,
+                         bool indexer_key, const RowMatrix& x, int64_t first_pos, bool indexer_fp4, reference::RowMatrixXf& ring) {
+  const int ratio = static_cast<int>(c.compress_ratios[layer]);
+  const reference::CompressorConfig config{ratio, dims};
+  if (c.norm_eps != reference::kCompressorNormEps ||
+      reference::rope_frequencies(c.rope(layer)) != reference::rope_frequencies(reference::rope_for_ratio(ratio)))
+    throw std::invalid_argument(p + ": the compressor reference holds norm_eps 1e-6 and the compressed layers' rope");
+  const reference::RowMatrixXf kv = (x * w.matrix(p + "wkv.weight").transpose()).cast<float>();
+  const reference::RowMatrixXf score = (x * w.matrix(p + "wgate.weight").transpose()).cast<float>();
+  const reference::CompressorWeights weights{w.matrix(p + "ape").cast<float>(), w.vector(p + "norm.weight")};
+  if (ring.size() == 0) ring = reference::compressor_clean_ring(config);
+  std::vector<Eigen::VectorXd> raw;
   if (first_pos == 0) {
-    const int64_t T = x.rows(), blocks = T / ratio;
-    std::vector<Eigen::VectorXd> kv_rows, score_rows;  // score rows with ape[t mod ratio]
-    for (int64_t t = 0; t < T; ++t) {
-      kv_rows.push_back(kv.row(t).transpose());
-      score_rows.push_back(score.row(t).transpose() + ape.row(t % ratio).transpose());
-    }
-    const auto block_rows = [&](const std::vector<Eigen::VectorXd>& rows, int64_t begin, int64_t end) {
-      return std::vector<Eigen::VectorXd>(rows.begin() + begin, rows.begin() + end);
-    };
-    for (int64_t j = 0; j < blocks; ++j) {
-      const int64_t prev = overlap && j > 0 ? (j - 1) * ratio : j * ratio;  // an empty range without overlap
-      finish(compress_entry(block_rows(kv_rows, prev, j * ratio), block_rows(score_rows, prev, j * ratio),
-                            block_rows(kv_rows, j * ratio, (j + 1) * ratio), block_rows(score_rows, j * ratio, (j + 1) * ratio),
-                            ratio, d),
-             j);
-    }
-    const int64_t last = blocks > 0 ? (blocks - 1) * ratio : 0;
-    state.prev_kv = block_rows(kv_rows, last, blocks * ratio);
-    state.prev_score = block_rows(score_rows, last, blocks * ratio);
-    state.cur_kv = block_rows(kv_rows, blocks * ratio, T);
-    state.cur_score = block_rows(score_rows, blocks * ratio, T);
-    return rows();
+    const Eigen::MatrixXd dense = reference::compress_dense(config, kv, score, weights);
+    for (int64_t j = 0; j < dense.rows(); ++j) raw.push_back(dense.row(j).transpose());
+    // The ring's contract: row r holds [kv | S] of the latest position = r (mod its rows).
+    const int64_t rows = ring.rows(), width = kv.cols();
+    for (int64_t t = std::max<int64_t>(0, x.rows() - rows); t < x.rows(); ++t)
+      for (int64_t k = 0; k < width; ++k) {
+        ring(t % rows, k) = kv(t, k);
+        ring(t % rows, width + k) = reference::compressor_state_score(score(t, k), weights.ape(t % ratio, k));
+      }
+  } else {
+    if (x.rows() != 1) throw std::invalid_argument("attention: after a prefill, tokens come one at a time (decode)");
+    for (const reference::CompressorEmission& e : reference::compress_extend(config, ring, first_pos, kv, score, weights))
+      raw.push_back(e.value);
   }
-  if (x.rows() != 1) throw std::invalid_argument("attention: after a prefill, tokens come one at a time (decode)");
-  const int64_t pos = first_pos;
-  state.cur_kv.push_back(kv.row(0).transpose());
-  state.cur_score.push_back(score.row(0).transpose() + ape.row(pos % ratio).transpose());
-  if ((pos + 1) % ratio != 0) return rows();
-  finish(compress_entry(overlap ? state.prev_kv : kNoRows, overlap ? state.prev_score : kNoRows, state.cur_kv,
-                        state.cur_score, ratio, d),
-         pos / ratio);
-  state.prev_kv = std::move(state.cur_kv);
-  state.prev_score = std::move(state.cur_score);
-  state.cur_kv.clear();
-  state.cur_score.clear();
-  return rows();
+  RowMatrix entries(static_cast<int64_t>(raw.size()), dims);
+  for (size_t i = 0; i < raw.size(); ++i) {
+    entries.row(static_cast<int64_t>(i)) =
+        (!indexer_key ? cache_qdq(raw[i]) : indexer_fp4 ? fp4_qdq(raw[i]) : raw[i]).transpose();
+  }
+  return entries;
 }
 
 void append_rows(const RowMatrix& rows, std::vector<Eigen::VectorXd>& to) {
@@ -250,8 +186,8 @@ RowMatrix attention_forward(const ModelConfig& c, const Weights& w, int64_t laye
   report("kv_cache", {{"kv", &kv_all}}, {{"latent", &latents}});
   append_rows(latents, cache.latents);
   if (ratio != 0) {
-    RowMatrix entries = run_compressor(c, w, p + "compressor.", ratio, hd, EntryKind::Main, x, first_pos, freqs,
-                                       options.indexer_fp4, cache.main_state);
+    RowMatrix entries = run_compressor(c, w, p + "compressor.", layer, static_cast<int>(hd), false, x, first_pos,
+                                       options.indexer_fp4, cache.main_ring);
     report("compress", {{"x", &x}}, {{"entries", &entries}});
     append_rows(entries, cache.compressed);
   }
@@ -261,8 +197,8 @@ RowMatrix attention_forward(const ModelConfig& c, const Weights& w, int64_t laye
   const int64_t visible_last = ratio == 0 ? 0 : (first_pos + T) / ratio;
   RowMatrix selected;
   if (ratio == 4) {
-    RowMatrix keys = run_compressor(c, w, p + "indexer.compressor.", ratio, c.index_head_dim, EntryKind::Indexer, x,
-                                    first_pos, freqs, options.indexer_fp4, cache.index_state);
+    RowMatrix keys = run_compressor(c, w, p + "indexer.compressor.", layer, static_cast<int>(c.index_head_dim), true, x,
+                                    first_pos, options.indexer_fp4, cache.index_ring);
     report("indexer.compress", {{"x", &x}}, {{"keys", &keys}});
     append_rows(keys, cache.index_keys);
     const int64_t nI = c.index_n_heads, id = c.index_head_dim;
