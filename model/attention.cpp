@@ -137,6 +137,12 @@ RowMatrix run_compressor(const ModelConfig& c, const Weights& w, const std::stri
   return entries;
 }
 
+// A compressor's state before a call, as an op input (a fixture of the compressor starts from it).
+RowMatrix ring_before(const ModelConfig& c, int64_t layer, int dims, const reference::RowMatrixXf& ring) {
+  if (ring.size() != 0) return ring.cast<double>();
+  return reference::compressor_clean_ring({static_cast<int>(c.compress_ratios[layer]), dims}).cast<double>();
+}
+
 void append_rows(const RowMatrix& rows, std::vector<Eigen::VectorXd>& to) {
   for (int64_t r = 0; r < rows.rows(); ++r) to.push_back(rows.row(r).transpose());
 }
@@ -185,10 +191,12 @@ RowMatrix attention_forward(const ModelConfig& c, const Weights& w, int64_t laye
   }
   report("kv_cache", {{"kv", &kv_all}}, {{"latent", &latents}});
   append_rows(latents, cache.latents);
+  const RowMatrix start = observer ? RowMatrix::Constant(1, 1, static_cast<double>(first_pos)) : RowMatrix();
   if (ratio != 0) {
+    const RowMatrix ring = observer ? ring_before(c, layer, static_cast<int>(hd), cache.main_ring) : RowMatrix();
     RowMatrix entries = run_compressor(c, w, p + "compressor.", layer, static_cast<int>(hd), false, x, first_pos,
                                        options.indexer_fp4, cache.main_ring);
-    report("compress", {{"x", &x}}, {{"entries", &entries}});
+    report("compress", {{"x", &x}, {"start", &start}, {"ring", &ring}}, {{"entries", &entries}});
     append_rows(entries, cache.compressed);
   }
 
@@ -197,9 +205,11 @@ RowMatrix attention_forward(const ModelConfig& c, const Weights& w, int64_t laye
   const int64_t visible_last = ratio == 0 ? 0 : (first_pos + T) / ratio;
   RowMatrix selected;
   if (ratio == 4) {
-    RowMatrix keys = run_compressor(c, w, p + "indexer.compressor.", layer, static_cast<int>(c.index_head_dim), true, x,
-                                    first_pos, options.indexer_fp4, cache.index_ring);
-    report("indexer.compress", {{"x", &x}}, {{"keys", &keys}});
+    const int index_dims = static_cast<int>(c.index_head_dim);
+    const RowMatrix ring = observer ? ring_before(c, layer, index_dims, cache.index_ring) : RowMatrix();
+    RowMatrix keys = run_compressor(c, w, p + "indexer.compressor.", layer, index_dims, true, x, first_pos,
+                                    options.indexer_fp4, cache.index_ring);
+    report("indexer.compress", {{"x", &x}, {"start", &start}, {"ring", &ring}}, {{"keys", &keys}});
     append_rows(keys, cache.index_keys);
     const int64_t nI = c.index_n_heads, id = c.index_head_dim;
     RowMatrix qi = qr * w.matrix(p + "indexer.wq_b.weight").transpose();

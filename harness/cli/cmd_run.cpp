@@ -47,8 +47,8 @@ Bisection of the tiny model on the CPU (a model case only):
   --inject-delta  real outputs scaled by 1 + D (default 0.25); ids and selections get a duplicate
   --json     write the per-op table: {"component": "model", "case", "inject", "bisection": {...}}
   --fixture  write the first divergent op's inputs as a fixture of its component (rms_norm, mhc,
-             moe_routing, moe), outputs.expected the component's reference on them; an op of no
-             component says so and writes none
+             moe_routing, moe, compressor), outputs.expected the component's reference on them; an
+             op of no component says so and writes none
 )";
 
 // The largest dump written: JSON text of a GiB case takes minutes to write and more to read.

@@ -88,9 +88,8 @@ OpBudget op_budget(const std::string& op, const model::ModelConfig& c) {
       {"attn.q_rope", {{{"q", bf16}}, "", "the per-head norm and rope of q: fused into the GPU forward's glue, no component"}},
       {"attn.kv_cache", {{{"latent", fp8}}, "", "kv rope and the MODEL1 FP8 store: memory_pool's, whose cases take pool "
                                                 "slots, not a layer's rows"}},
-      {"attn.compress", {{{"entries", fp8}}, "", "the compressor component takes a step's rows with its ring state: the "
-                                                 "model's fixture of it is not written yet"}},
-      {"attn.indexer.compress", {{{"keys", fp8}}, "", "as attn.compress (the compressor at dims 128)"}},
+      {"attn.compress", {{{"entries", fp8}}, "compressor", "one request's step from the op's start and ring"}},
+      {"attn.indexer.compress", {{{"keys", fp8}}, "compressor", "dims 128; the fixture's pool holds the keys before FP4"}},
       {"attn.indexer.q", {{{"q", fp8}}, "", "the indexer's q GEMM, rope, rotation and FP4: no component of its own"}},
       {"attn.indexer.weights", {{{"weights", row(TC::fp32_accumulated, c.dim)}}, "", gemm}},
       {"attn.index_select", {{{"indices", exact()}}, "", "the indexer component scores against its paged FP8 cache: the "

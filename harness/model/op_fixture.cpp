@@ -1,10 +1,12 @@
 #include "op_fixture.h"
 
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
 #include "harness/case_file.h"
 #include "harness/component.h"
+#include "harness/poison.h"
 #include "op_budgets.h"
 
 namespace dsv4h {
@@ -124,6 +126,33 @@ std::optional<OpFixture> op_fixture(const std::string& op, const NamedRows& inpu
           {"topk_weights", tensor(weights, DType::f32, {T, k})},
           {"gate_up_weights", std::move(gate_up)},
           {"down_weights", std::move(down)}};
+  } else if (component == "compressor") {
+    // One request's step from the op's start and ring (the state the earlier calls left): ring 1
+    // is the request's, ring 0 padding's; each entry the step completes goes to the next pool slot.
+    const model::RowMatrix& x = input(inputs, "x");
+    const model::RowMatrix& ring = input(inputs, "ring");
+    const bool key = kind == "attn.indexer.compress";
+    const std::string p = op.substr(0, op.size() - 8) + "compressor.";  // "...attn." or "...attn.indexer."
+    const int64_t ratio = c.compress_ratios[layer_index(op, c)], dims = key ? c.index_head_dim : c.head_dim;
+    const int64_t T = x.rows(), start = static_cast<int64_t>(input(inputs, "start")(0, 0)), R = ring.rows();
+    text = "compressor(ratio=" + num(ratio) + ",dims=" + num(dims) + ",batch=1,tokens=" + num(T) + ",start=" + num(start) + ")";
+    const model::RowMatrix kv = x * w.matrix(p + "wkv.weight").transpose(), score = x * w.matrix(p + "wgate.weight").transpose();
+    HostTensor rings(DType::f32, {2 * R, ring.cols()}), out_loc(DType::i32, {T});
+    for (int64_t i = 0; i < R * ring.cols(); ++i) rings.set(i, i % ring.cols() < ring.cols() / 2 ? 0.0 : -INFINITY);
+    for (int64_t i = 0; i < R * ring.cols(); ++i) rings.set(R * ring.cols() + i, ring.data()[i]);
+    int32_t slot = 0;
+    for (int64_t t = 0; t < T; ++t) out_loc.data<int32_t>()[t] = (start + t + 1) % ratio == 0 ? ++slot : 0;
+    HostTensor one(DType::i32, {1}), first(DType::i32, {1}), length(DType::i32, {1});
+    one.data<int32_t>()[0] = 1, first.data<int32_t>()[0] = static_cast<int32_t>(start), length.data<int32_t>()[0] = static_cast<int32_t>(T);
+    in = {{"kv", tensor(kv, DType::f32, {T, kv.cols()})},
+          {"score", tensor(score, DType::f32, {T, score.cols()})},
+          {"ape", weight(w, p + "ape", DType::f32)},
+          {"norm_weight", weight(w, p + "norm.weight", DType::f32)},
+          {"start", std::move(first)},
+          {"extend_len", std::move(length)},
+          {"ring_index", std::move(one)},
+          {"out_loc", std::move(out_loc)},
+          {"ring", std::move(rings)}};
   } else {
     return std::nullopt;
   }
@@ -131,6 +160,7 @@ std::optional<OpFixture> op_fixture(const std::string& op, const NamedRows& inpu
   const Component& comp = registry().get(test_case.component());
   comp.validate_inputs(test_case, in);
   TensorMap expected = comp.make_outputs(test_case);
+  fill_poison(expected, Poison::a);  // what the reference leaves unwritten must stay so (case_file.h)
   comp.reference(test_case, in, expected);
   return OpFixture{test_case, std::move(in), std::move(expected)};
 }

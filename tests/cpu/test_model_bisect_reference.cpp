@@ -1,7 +1,8 @@
 // Bisection of the tiny model's forward (issue 31): a fault injected into one layer's one op of a
 // candidate forward is named exactly, by op, whichever op it is; an unperturbed candidate (the same
 // requests in another call order) passes with every op's error 0; a candidate lacking an op is
-// named at that op; the op fixtures of the components reproduce the model's ops.
+// named at that op; the op fixtures of the components reproduce the model's ops (the compressor's
+// bit for bit, from the ring the earlier calls left).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,9 @@
 #include "model/backend.h"
 #include "model/fault_injection.h"
 #include "model/trace.h"
+#include "reference/compressor.h"
+#include "reference/kv_cache_model1.h"
+#include "reference/narrow_float.h"
 
 namespace dsv4h {
 namespace {
@@ -150,10 +154,10 @@ TEST(ModelBisect, OpNamesSplitIntoLayerAndKind) {
   EXPECT_THROW(op_budget("layers.1.attn.nonsense", tiny()), std::logic_error);
 }
 
-// Keeps the inputs and outputs of every call's ops of one request's prefill.
+// Keeps the inputs and outputs of every op of request 0's calls (its prefill and decode steps).
 class Capture : public model::OpObserver {
  public:
-  void begin_call(int64_t r, int64_t s) override { keep_ = r == 0 && s == 0; }
+  void begin_call(int64_t r, int64_t) override { keep_ = r == 0; }
   void op(const std::string& name, const std::vector<model::OpInput>& in, const std::vector<model::OpOutput>& out) override {
     if (!keep_) return;
     NamedRows inputs, outputs;
@@ -199,8 +203,9 @@ TEST(ModelBisect, OpFixturesReproduceTheModelsOps) {
       {"mhc", {{"x", "x"}, {"post", "post"}, {"comb", "comb"}, {"h", "h"}}},
       {"moe_routing", {{"weights", "topk_weights"}}},
       {"moe", {{"y", "out"}}},
+      {"compressor", {}},  // its packed pool, below
   };
-  int fixtures = 0;
+  int fixtures = 0, compressor_entries = 0;
   for (const auto& [op, io] : capture.ops) {
     const auto fixture = op_fixture(op, io.first, f.config, f.model.weights());
     const std::string component = op_budget(op, f.config).component;
@@ -212,13 +217,27 @@ TEST(ModelBisect, OpFixturesReproduceTheModelsOps) {
       if (fixture->expected.count(theirs) == 0) continue;
       EXPECT_LT(worst_row_rel(fixture->expected.at(theirs), named(io.second, ours)), 0x1.0p-5) << op << " " << ours;
     }
+    if (op_kind(op) == "attn.compress") {  // the pool's entries unpacked are the model's, bit for bit
+      const RowMatrix& entries = named(io.second, "entries");
+      const reference::CompressorConfig config{static_cast<int>(fixture->test_case.integer("ratio")), 512};
+      const int64_t per_page = reference::compressor_page_entries(config);
+      const uint8_t* pool = fixture->expected.at("pool").bytes();
+      for (int64_t e = 0; e < entries.rows(); ++e) {  // entry e went to slot e + 1
+        uint16_t bits[512];
+        reference::model1_unpack_token(pool + (e + 1) / per_page * reference::compressor_page_bytes(config), per_page,
+                                       (e + 1) % per_page, bits);
+        for (int k = 0; k < 512; ++k) ASSERT_EQ(reference::bf16_to_float(bits[k]), entries(e, k)) << op << " entry " << e;
+      }
+      compressor_entries += entries.rows();
+    }
     if (component == "moe_routing") {
       const RowMatrix& ids = named(io.second, "ids");
       for (int64_t i = 0; i < ids.size(); ++i)
         EXPECT_EQ(fixture->expected.at("topk_ids").data<int32_t>()[i], static_cast<int32_t>(ids.data()[i])) << op;
     }
   }
-  EXPECT_GT(fixtures, 40);
+  EXPECT_GT(fixtures, 100);
+  EXPECT_GT(compressor_entries, 3);  // C4 entries of the prefill and of decode steps
 }
 
 }  // namespace
