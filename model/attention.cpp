@@ -143,6 +143,12 @@ RowMatrix ring_before(const ModelConfig& c, int64_t layer, int dims, const refer
   return reference::compressor_clean_ring({static_cast<int>(c.compress_ratios[layer]), dims}).cast<double>();
 }
 
+RowMatrix rows_of(const std::vector<Eigen::VectorXd>& vectors, int64_t width) {
+  RowMatrix m(static_cast<int64_t>(vectors.size()), width);
+  for (size_t i = 0; i < vectors.size(); ++i) m.row(static_cast<int64_t>(i)) = vectors[i].transpose();
+  return m;
+}
+
 void append_rows(const RowMatrix& rows, std::vector<Eigen::VectorXd>& to) {
   for (int64_t r = 0; r < rows.rows(); ++r) to.push_back(rows.row(r).transpose());
 }
@@ -255,8 +261,12 @@ RowMatrix attention_forward(const ModelConfig& c, const Weights& w, int64_t laye
     for (int64_t h = 0; h < H; ++h) apply_rope(o.col(h).tail(kRopeDim), pos, freqs, true);
     o_all.row(t) = Eigen::Map<const Eigen::RowVectorXd>(o.data(), H * hd);
   }
-  if (ratio == 4) report("attend", {{"q", &q_all}, {"indices", &selected}}, {{"o", &o_all}});
-  else report("attend", {{"q", &q_all}}, {{"o", &o_all}});
+  if (observer) {  // the keys it read: the cache's latents and compressed entries (a fixture packs them)
+    const RowMatrix latents_in = rows_of(cache.latents, hd), compressed_in = rows_of(cache.compressed, hd);
+    std::vector<OpInput> in = {{"q", &q_all}, {"start", &start}, {"latents", &latents_in}, {"compressed", &compressed_in}};
+    if (ratio == 4) in.push_back({"indices", &selected});
+    report("attend", in, {{"o", &o_all}});
+  }
 
   // The grouped output projection: group g's heads concatenated, through its own o_lora block.
   const auto wo_a = w.matrix(p + "wo_a.weight");

@@ -5,7 +5,8 @@
 // quantise-dequantise the MODEL1 cache's own pack and unpack (reference/kv_cache_model1.h, spec
 // 4.1), so what attention reads is what the cache holds. The attention itself is still the
 // model's own (attend): reference/sparse_attention.h takes bf16 queries and packed pools, and the
-// fp64 model's queries are not rounded to bf16.
+// fp64 model's queries are not rounded to bf16; the attend's op fixture (harness/model/op_fixture.h)
+// runs that reference on the op's inputs, and a CPU test shows it gives the model's output.
 #pragma once
 
 #include <Eigen/Dense>

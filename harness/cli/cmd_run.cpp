@@ -47,7 +47,7 @@ Bisection of the tiny model on the CPU (a model case only):
   --inject-delta  real outputs scaled by 1 + D (default 0.25); ids and selections get a duplicate
   --json     write the per-op table: {"component": "model", "case", "inject", "bisection": {...}}
   --fixture  write the first divergent op's inputs as a fixture of its component (rms_norm, mhc,
-             moe_routing, moe, compressor), outputs.expected the component's reference on them; an
+             moe_routing, moe, compressor, sparse_attention), outputs.expected the component's reference on them; an
              op of no component says so and writes none
 )";
 

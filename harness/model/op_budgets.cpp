@@ -94,8 +94,7 @@ OpBudget op_budget(const std::string& op, const model::ModelConfig& c) {
       {"attn.indexer.weights", {{{"weights", row(TC::fp32_accumulated, c.dim)}}, "", gemm}},
       {"attn.index_select", {{{"indices", exact()}}, "", "the indexer component scores against its paged FP8 cache: the "
                                                          "model's fixture of it is not written yet"}},
-      {"attn.attend", {{{"o", bf16}}, "", "sparse_attention reads MODEL1 pools through index lists: the model's fixture "
-                                          "of it (pools built from the request's cache) is not written yet"}},
+      {"attn.attend", {{{"o", bf16}}, "sparse_attention", "pools packed from the cache the op read; heads padded to 16"}},
       {"ffn.gate", {{{"logits", row(TC::fp32_accumulated, c.dim)}}, "", gemm}},
       {"ffn.route", {{{"ids", exact()}, {"weights", row(TC::fp32_rounded_once)}}, "moe_routing", ""}},
       {"ffn.experts", {{{"y", row(TC::fp32_over_bf16_stage, c.moe_inter_dim + c.n_activated_experts)}}, "moe", ""}},

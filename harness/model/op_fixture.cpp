@@ -2,11 +2,15 @@
 
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 #include "harness/case_file.h"
 #include "harness/component.h"
 #include "harness/poison.h"
+#include "reference/kv_cache_model1.h"
+#include "reference/narrow_float.h"
 #include "op_budgets.h"
 
 namespace dsv4h {
@@ -52,6 +56,73 @@ int64_t layer_index(const std::string& op, const model::ModelConfig& c) {
   if (layer.rfind("layers.", 0) == 0) return std::stoll(layer.substr(7));
   if (layer.rfind("mtp.", 0) == 0) return c.n_layers + std::stoll(layer.substr(4));
   return -1;
+}
+
+// A MODEL1 pool of `rows` latents (cached values, so their pack is exact) at slots 0.., in pages of
+// `page_tokens`, with one spare slot.
+HostTensor model1_pool(const model::RowMatrix& rows, int64_t page_tokens) {
+  const int64_t pages = (rows.rows() + 1 + page_tokens - 1) / page_tokens, page_bytes = reference::model1_page_bytes(page_tokens);
+  HostTensor pool(DType::u8, {pages * page_bytes});
+  std::vector<uint16_t> bits(static_cast<size_t>(rows.cols()));
+  for (int64_t r = 0; r < rows.rows(); ++r) {
+    for (int64_t k = 0; k < rows.cols(); ++k) bits[k] = reference::double_to_bf16(rows(r, k));
+    reference::model1_pack_token(bits.data(), page_tokens, r % page_tokens, pool.bytes() + r / page_tokens * page_bytes);
+  }
+  return pool;
+}
+
+// The attend of one call as sparse_attention's rows: each token a row at its position, its window
+// (spec 6.2's columns p - k) and its compressed entries (C4: the op's selection; C128: every
+// visible one) as slots of pools packed from the cache it read. The component takes heads in
+// multiples of 16: the model's are padded with heads of q 0 and sink 0, which no real head reads.
+bool attention_inputs(const std::string& op, const NamedRows& inputs, const model::ModelConfig& c,
+                      const model::Weights& w, std::string& text, TensorMap& in) {
+  constexpr int64_t kWindow = 128, kSwaPage = 256;
+  if (c.window_size != kWindow || c.head_dim != 512) return false;
+  const model::RowMatrix& q = input(inputs, "q");
+  const int64_t T = q.rows(), H = c.n_heads, heads = (H + 15) / 16 * 16;
+  const int64_t start = static_cast<int64_t>(input(inputs, "start")(0, 0)), ctx = start + T;
+  const int64_t ratio = c.compress_ratios[layer_index(op, c)];
+  const int64_t width = ratio == 4 ? std::max<int64_t>(64, (c.index_topk + 63) / 64 * 64)
+                                   : ratio == 128 ? (ctx / 128 + 64) / 64 * 64 : 0;
+  if (heads > 128 || width > 2048) return false;
+  text = "sparse_attention(bs=" + num(T) + ",heads=" + num(heads) + ",ratio=" + num(ratio) + ",ctx=" + num(ctx) +
+         (ratio == 4 ? ",index_topk=" + num(width) : "") + ")";
+  HostTensor q_in(DType::bf16, {T, heads, 512}), sink(DType::f32, {heads}), positions(DType::i32, {T});
+  const model::Tensor& sinks = w.tensor(op.substr(0, op.size() - 6) + "attn_sink");
+  for (int64_t h = 0; h < heads; ++h) sink.set(h, h < H ? sinks.values[h] : 0.0);
+  HostTensor swa_indices(DType::i32, {T, kWindow}), swa_lengths(DType::i32, {T});
+  HostTensor extra_indices(DType::i32, {T, std::max<int64_t>(width, 1)}), extra_lengths(DType::i32, {T});
+  const model::RowMatrix* selected = ratio == 4 ? &input(inputs, "indices") : nullptr;
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t p = start + t;
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t k = 0; k < 512; ++k) q_in.set((t * heads + h) * 512 + k, h < H ? q(t, h * 512 + k) : 0.0);
+    positions.data<int32_t>()[t] = static_cast<int32_t>(p);
+    swa_lengths.data<int32_t>()[t] = static_cast<int32_t>(std::min(p + 1, kWindow));
+    for (int64_t k = 0; k < kWindow; ++k) swa_indices.data<int32_t>()[t * kWindow + k] = k <= p ? static_cast<int32_t>(p - k) : -1;
+    if (ratio == 0) continue;
+    int32_t* row = extra_indices.data<int32_t>() + t * width;
+    for (int64_t j = 0; j < width; ++j) row[j] = -1;
+    int64_t count = 0;
+    if (selected)
+      for (int64_t j = 0; j < selected->cols(); ++j) row[count++] = static_cast<int32_t>((*selected)(t, j));
+    else
+      for (int64_t j = 0; j < (p + 1) / 128; ++j) row[count++] = static_cast<int32_t>(j);
+    extra_lengths.data<int32_t>()[t] = static_cast<int32_t>(std::max<int64_t>(count, 1));
+  }
+  in.emplace("q", std::move(q_in));
+  in.emplace("sink", std::move(sink));
+  in.emplace("positions", std::move(positions));
+  in.emplace("swa_cache", model1_pool(input(inputs, "latents"), kSwaPage));
+  in.emplace("swa_indices", std::move(swa_indices));
+  in.emplace("swa_lengths", std::move(swa_lengths));
+  if (ratio != 0) {
+    in.emplace("extra_cache", model1_pool(input(inputs, "compressed"), ratio == 4 ? 64 : 2));
+    in.emplace("extra_indices", std::move(extra_indices));
+    in.emplace("extra_lengths", std::move(extra_lengths));
+  }
+  return true;
 }
 
 }  // namespace
@@ -153,6 +224,8 @@ std::optional<OpFixture> op_fixture(const std::string& op, const NamedRows& inpu
           {"ring_index", std::move(one)},
           {"out_loc", std::move(out_loc)},
           {"ring", std::move(rings)}};
+  } else if (component == "sparse_attention") {
+    if (!attention_inputs(op, inputs, c, w, text, in)) return std::nullopt;
   } else {
     return std::nullopt;
   }

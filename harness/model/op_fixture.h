@@ -2,8 +2,8 @@
 // candidate's, as the reference op received them; weights from the model) in the tensors of the
 // registered component that computes it, with that component's reference outputs as
 // outputs.expected, so that `dsv4h run --case FILE` reproduces the op alone on the GPU. Ops of
-// rms_norm, mhc, moe_routing, moe and compressor have one; op_budget(op).note says why another has
-// none.
+// rms_norm, mhc, moe_routing, moe, compressor and sparse_attention have one; op_budget(op).note says
+// why another has none.
 #pragma once
 
 #include <optional>

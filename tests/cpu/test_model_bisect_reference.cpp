@@ -190,6 +190,45 @@ double worst_row_rel(const HostTensor& got, const RowMatrix& expected) {
   return worst;
 }
 
+// The attend's fixture: the component's out rows (token, head) of the model's real heads against
+// the op's output, within the rounding of q to bf16 (2^-8 relative, through softmax weights of
+// scores of order one, and the output's own 2^-8): 2^-5.
+void expect_attend_reproduced(const std::string& op, const OpFixture& fixture, const RowMatrix& o, int64_t heads) {
+  const HostTensor& out = fixture.expected.at("out");
+  const int64_t padded = fixture.test_case.integer("heads");
+  for (int64_t t = 0; t < o.rows(); ++t)
+    for (int64_t h = 0; h < heads; ++h) {
+      double diff = 0, norm = 0;
+      for (int64_t k = 0; k < 512; ++k) {
+        const double e = o(t, h * 512 + k), g = out.get((t * padded + h) * 512 + k);
+        diff += (g - e) * (g - e), norm += e * e;
+      }
+      ASSERT_LT(std::sqrt(diff / norm), 0x1.0p-5) << op << " token " << t << " head " << h;
+    }
+}
+
+TEST(ModelBisect, AttendFixturesOfEveryRatioReproduceTheModel) {
+  // 132 tokens, 129 prefilled: C128's first entry, the window sliding, the indexer truncating (16).
+  model::ModelConfig config = tiny();
+  config.index_topk = 16;
+  const model::ReferenceModel m(config, model::make_weights(config, 5));
+  model::RunPlan runs;
+  runs.prompt = 129;
+  runs.tokens.push_back({});
+  for (int64_t t = 0; t < 132; ++t) runs.tokens[0].push_back((t * 53 + 7) % config.vocab_size);
+  Capture capture;
+  model::ReferenceBackend(m).run(runs, capture);
+  int attends = 0;
+  for (const auto& [op, io] : capture.ops) {
+    if (op_kind(op) != "attn.attend" || op_layer(op) == "mtp.0") continue;
+    const auto fixture = op_fixture(op, io.first, config, m.weights());
+    ASSERT_TRUE(fixture.has_value()) << op;
+    expect_attend_reproduced(op, *fixture, named(io.second, "o"), config.n_heads);
+    ++attends;
+  }
+  EXPECT_EQ(attends, 4 * 4);  // 4 layers, a prefill and 3 decode steps
+}
+
 TEST(ModelBisect, OpFixturesReproduceTheModelsOps) {
   // Every op of a component, its fixture made from the op's own inputs: the component's reference
   // gives the model's output, up to the rounding of the inputs to the component's dtypes (bf16
@@ -203,7 +242,8 @@ TEST(ModelBisect, OpFixturesReproduceTheModelsOps) {
       {"mhc", {{"x", "x"}, {"post", "post"}, {"comb", "comb"}, {"h", "h"}}},
       {"moe_routing", {{"weights", "topk_weights"}}},
       {"moe", {{"y", "out"}}},
-      {"compressor", {}},  // its packed pool, below
+      {"compressor", {}},        // its packed pool, below
+      {"sparse_attention", {}},  // per head, below
   };
   int fixtures = 0, compressor_entries = 0;
   for (const auto& [op, io] : capture.ops) {
@@ -230,6 +270,7 @@ TEST(ModelBisect, OpFixturesReproduceTheModelsOps) {
       }
       compressor_entries += entries.rows();
     }
+    if (component == "sparse_attention") expect_attend_reproduced(op, *fixture, named(io.second, "o"), f.config.n_heads);
     if (component == "moe_routing") {
       const RowMatrix& ids = named(io.second, "ids");
       for (int64_t i = 0; i < ids.size(); ++i)
