@@ -11,10 +11,16 @@
 
 namespace dsv4h {
 
-double OpError::used() const {
+namespace {
+
+double share(double error, double budget) {
   if (budget > 0) return error / budget;
   return error > 0 ? std::numeric_limits<double>::infinity() : 0.0;
 }
+
+}  // namespace
+
+double OpError::used() const { return share(error, budget); }
 
 namespace {
 
@@ -77,10 +83,7 @@ class TeacherForcing : public model::OpObserver {
                     std::to_string(step_) + " is [" + std::to_string(theirs->rows()) + ", " + std::to_string(theirs->cols()) +
                     "], the reference's [" + std::to_string(o.value->rows()) + ", " + std::to_string(o.value->cols()) + "]";
       const double limit = budget_of(b->check);
-      OpError candidate_entry = e;
-      candidate_entry.error = error;
-      candidate_entry.budget = limit;
-      if (e.output.empty() || candidate_entry.used() > e.used()) {
+      if (e.output.empty() || share(error, limit) > e.used()) {
         e.error = error;
         e.budget = limit;
         e.output = o.name;
@@ -100,7 +103,7 @@ class TeacherForcing : public model::OpObserver {
         *o.value = *theirs;
   }
 
-  std::map<std::string, DivergentCall> captured_;
+  const DivergentCall& captured(const std::string& op) const { return captured_.at(op); }
 
  private:
   OpError& entry(const std::string& name, const OpBudget& budget) {
@@ -119,6 +122,7 @@ class TeacherForcing : public model::OpObserver {
   const model::ModelConfig& config_;
   BisectResult& result_;
   std::map<std::string, size_t> index_;
+  std::map<std::string, DivergentCall> captured_;  // each op's first call over budget
   int64_t request_ = 0, step_ = 0;
 };
 
@@ -154,7 +158,7 @@ BisectResult bisect(const model::ReferenceModel& reference, const model::RunPlan
   }
   for (size_t i = 0; i < result.ops.size() && !result.first; ++i)
     if (result.ops[i].over()) result.first = i;
-  if (result.first) result.divergent = forcing.captured_.at(result.ops[*result.first].op);
+  if (result.first) result.divergent = forcing.captured(result.ops[*result.first].op);
   model::Trace own;
   model::TraceRecorder recorder(own);
   backend.run(plan, recorder);
@@ -179,7 +183,25 @@ nlohmann::json bisect_json(const BisectResult& result) {
     if (!e.problem.empty()) j["problem"] = e.problem;
     ops.push_back(std::move(j));
   }
-  nlohmann::json j = {{"passed", result.passed()}, {"ops", std::move(ops)}};
+  // Each layer's headroom: the op nearest its budget and the largest drift.
+  nlohmann::json layers = nlohmann::json::array();
+  std::map<std::string, size_t> at;
+  for (const OpError& e : result.ops) {
+    const std::string layer = e.layer.empty() ? "top" : e.layer;
+    if (!at.count(layer)) {
+      at[layer] = layers.size();
+      layers.push_back({{"layer", layer}, {"most_used", 0.0}, {"op", e.op}, {"drift", 0.0}});
+    }
+    nlohmann::json& l = layers[at[layer]];
+    if (!std::isfinite(e.used()) || e.used() > l["most_used"].get<double>()) {
+      l["most_used"] = e.used();
+      l["op"] = e.op;
+    }
+    if (!std::isfinite(e.drift) || e.drift > l["drift"].get<double>()) l["drift"] = e.drift;
+  }
+  for (auto& l : layers)
+    for (const char* key : {"most_used", "drift"}) l[key] = number(l[key].get<double>());
+  nlohmann::json j = {{"passed", result.passed()}, {"ops", std::move(ops)}, {"layers", std::move(layers)}};
   if (result.first) {
     const OpError& e = result.ops[*result.first];
     j["first_divergent"] = {{"op", e.op}, {"layer", e.layer}, {"output", e.output},
