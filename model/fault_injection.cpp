@@ -3,11 +3,12 @@
 namespace dsv4h::model {
 
 void FaultInjection::begin_call(int64_t request, int64_t step) {
+  call_step_ = step;
   if (next_) next_->begin_call(request, step);
 }
 
 void FaultInjection::op(const std::string& name, const std::vector<OpInput>& inputs, const std::vector<OpOutput>& outputs) {
-  if (name == op_) {
+  if (name == op_ && (step_ == kEveryStep || step_ == call_step_)) {
     ++hits_;
     for (const OpOutput& o : outputs) {
       RowMatrix& v = *o.value;

@@ -15,7 +15,7 @@ namespace dsv4h::cli {
 namespace {
 
 const char* kHelp = R"(usage: dsv4h run --case FILE|STRING [--inputs IN.json] [--dump OUT.json] [--backend cpu|gpu|auto]
-       dsv4h run --case 'model(...)' --inject OP [--inject-delta D] [--json OUT.json] [--fixture OUT.json]
+       dsv4h run --case 'model(...)' --inject OP[@STEP] [--inject-delta D] [--json OUT.json] [--fixture OUT.json]
 
 Runs one case on the reference and, where a GPU is present (or --backend gpu), on the GPU, and
 compares them (and, for a fixture with outputs.expected, both with the stored outputs).
@@ -39,8 +39,9 @@ compares them (and, for a fixture with outputs.expected, both with the stored ou
 
 Bisection of the tiny model on the CPU (a model case only):
   --inject   an op of the forward, e.g. layers.2.attn.attend, layers.0.ffn.route, mtp.0.head.proj
-             (a wrong name lists them): the candidate is the reference run step by step across the
-             requests with that op's outputs perturbed in every call, and bisection (the reference
+             (a wrong name lists them), or OP@STEP for its calls of one step (0 the prefill, then
+             the decode steps): the candidate is the reference run step by step across the
+             requests with that op's outputs perturbed, and bisection (the reference
              rerun on the candidate's values, op by op) prints every op's local error, its budget
              (harness/model/op_budgets.cpp), the share used and its drift from the free-running
              reference, and names the first op over budget (exit 1); it must be the injected one

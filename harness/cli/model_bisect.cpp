@@ -1,5 +1,6 @@
 #include "model_bisect.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -50,31 +51,44 @@ void write_fixture(const Args& args, const BisectResult& result, const model::Re
               args.get("--fixture").c_str());
 }
 
+// --inject OP or OP@STEP: the op, and the one step whose calls it perturbs (or every step).
+std::pair<std::string, int64_t> injected(const std::string& text) {
+  const size_t at = text.find('@');
+  if (at == std::string::npos) return {text, model::FaultInjection::kEveryStep};
+  const std::string step = text.substr(at + 1);
+  if (step.empty() || step.size() > 6 || step.find_first_not_of("0123456789") != std::string::npos)
+    throw UsageError("--inject OP@STEP: STEP must be a step number (0 the prefill), got \"" + step + "\"");
+  return {text.substr(0, at), std::stoll(step)};
+}
+
 }  // namespace
 
 int run_model_bisection(const Args& args, const std::string& case_text, const model::ReferenceModel& m,
                         const model::RunPlan& plan) {
   for (const char* option : {"--json", "--fixture"})
     if (args.has(option)) check_writable(option, args.get(option));
-  const std::string op = args.get("--inject");
+  const auto [op, step] = injected(args.get("--inject"));
   model::Trace candidate;
   model::TraceRecorder recorder(candidate);
-  model::FaultInjection fault(op, delta_of(args), &recorder);
+  model::FaultInjection fault(op, delta_of(args), &recorder, step);
   model::ReferenceBackend(m, model::CallOrder::step_major).run(plan, fault);
   if (fault.hits() == 0) {
     std::string ops;
     for (const std::string& name : candidate.ops()) ops += (ops.empty() ? "" : ", ") + name;
+    if (step != model::FaultInjection::kEveryStep && std::find(candidate.ops().begin(), candidate.ops().end(), op) != candidate.ops().end())
+      throw UsageError("--inject: op \"" + op + "\" has no step " + std::to_string(step) + " in " + case_text);
     throw UsageError("--inject: no op named \"" + op + "\" ran in " + case_text + "; the ops: " + ops);
   }
   const BisectResult result = bisect(m, plan, candidate);
-  std::printf("bisection  %s, candidate: the reference step-major with %s's outputs perturbed\n", case_text.c_str(), op.c_str());
+  std::printf("bisection  %s, candidate: the reference step-major with %s's outputs perturbed\n", case_text.c_str(),
+              args.get("--inject").c_str());
   for (const std::string& line : bisect_table(result)) std::printf("%s\n", line.c_str());
   if (result.first)
     std::printf("first divergent op: %s (output %s, request %lld, step %lld)\n", result.ops[*result.first].op.c_str(),
                 result.ops[*result.first].output.c_str(), static_cast<long long>(result.divergent->request),
                 static_cast<long long>(result.divergent->step));
   if (!result.aborted.empty()) std::printf("the teacher-forced run stopped: %s\n", result.aborted.c_str());
-  if (args.has("--json")) write_json_file(args.get("--json"), {{"component", "model"}, {"case", case_text}, {"inject", op},
+  if (args.has("--json")) write_json_file(args.get("--json"), {{"component", "model"}, {"case", case_text}, {"inject", args.get("--inject")},
                                                                {"bisection", bisect_json(result)}});
   if (args.has("--fixture") && result.first) write_fixture(args, result, m, case_text);
   return result.passed() ? kPass : kMismatch;

@@ -44,10 +44,11 @@ struct Fixture {
   model::RunPlan runs = plan(config.vocab_size);
 };
 
-BisectResult bisect_with_fault(const Fixture& f, const std::string& op, double delta) {
+BisectResult bisect_with_fault(const Fixture& f, const std::string& op, double delta,
+                               int64_t step = model::FaultInjection::kEveryStep) {
   model::Trace trace;
   model::TraceRecorder recorder(trace);
-  model::FaultInjection fault(op, delta, &recorder);
+  model::FaultInjection fault(op, delta, &recorder, step);
   model::ReferenceBackend(f.model, model::CallOrder::step_major).run(f.runs, fault);
   EXPECT_GT(fault.hits(), 0) << op;
   return bisect(f.model, f.runs, trace);
@@ -77,6 +78,19 @@ TEST(ModelBisect, NamesExactlyTheInjectedOp) {
     // Its drift from the free-running reference is the fault itself (where it carries on depends
     // on the op: a scaled indexer q or key selects the same entries).
     EXPECT_GT(r.ops[*r.first].drift, 0) << op;
+  }
+}
+
+TEST(ModelBisect, AFaultInOneDecodeStepIsNamedWithItsCall) {
+  // Only step 2's calls perturbed (a decode step, as a replayed graph might go wrong): the op and
+  // that step are named, the first request to run it in forward order (request 0).
+  const Fixture f;
+  for (const std::string op : {"layers.1.attn.attend", "layers.3.ffn.experts", "mtp.0.attn.kv_cache"}) {
+    const BisectResult r = bisect_with_fault(f, op, 0.25, 2);
+    ASSERT_TRUE(r.first.has_value()) << op;
+    EXPECT_EQ(r.ops[*r.first].op, op);
+    EXPECT_EQ(r.divergent->step, 2) << op;
+    EXPECT_EQ(r.divergent->request, 0) << op;
   }
 }
 
