@@ -32,8 +32,9 @@ class ModelBackend {
   virtual ~ModelBackend() = default;
   virtual std::string name() const = 0;
   // Every call of the plan, each opened by observer.begin_call(r, s) and then its ops in forward
-  // order. Calls of one request come in step order; across requests, in the backend's order (a
-  // batched forward interleaves them).
+  // order. Calls of one request come in step order; across requests, in the backend's order. A
+  // batched forward reports each request's rows of a batched op as that request's call, with the
+  // reference's shapes (model/attention.h and block.h name each op's outputs and their rows).
   virtual void run(const RunPlan& plan, OpObserver& observer) const = 0;
 };
 
