@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
 
 #include "reference/filtered_silu_mul.h"
 
@@ -75,6 +76,36 @@ Eigen::VectorXd hc_post(const Eigen::VectorXd& x, const Eigen::VectorXd& residua
   return out;
 }
 
+HcMix HcRows::mix(int64_t t) const {
+  const int64_t hc = post.cols();
+  HcMix m;
+  m.post = post.row(t).transpose();
+  m.comb.resize(hc, hc);
+  for (int64_t i = 0; i < hc; ++i)
+    for (int64_t j = 0; j < hc; ++j) m.comb(i, j) = comb(t, i * hc + j);
+  return m;
+}
+
+HcRows hc_pre_rows(const RowMatrix& h, const Weights& w, const std::string& fn_prefix, const ModelConfig& c) {
+  const int64_t T = h.rows(), hc = c.hc_mult;
+  HcRows r{RowMatrix(T, c.dim), RowMatrix(T, hc), RowMatrix(T, hc * hc)};
+  for (int64_t t = 0; t < T; ++t) {
+    HcMix m;
+    r.x.row(t) = hc_pre(h.row(t).transpose(), w, fn_prefix, c, m).transpose();
+    r.post.row(t) = m.post.transpose();
+    for (int64_t i = 0; i < hc; ++i)
+      for (int64_t j = 0; j < hc; ++j) r.comb(t, i * hc + j) = m.comb(i, j);
+  }
+  return r;
+}
+
+RowMatrix hc_post_rows(const RowMatrix& x, const RowMatrix& residual, const HcRows& mix, int64_t dim) {
+  RowMatrix out(x.rows(), residual.cols());
+  for (int64_t t = 0; t < x.rows(); ++t)
+    out.row(t) = hc_post(x.row(t).transpose(), residual.row(t).transpose(), mix.mix(t), dim).transpose();
+  return out;
+}
+
 Eigen::VectorXd hc_head(const Eigen::VectorXd& h, const Weights& w, const std::string& p, const ModelConfig& c) {
   const Eigen::VectorXd m = mixes(h, w.matrix(p + "hc_head_fn"), c.norm_eps);
   const double scale = w.vector(p + "hc_head_scale")(0);
@@ -123,22 +154,66 @@ Eigen::VectorXd routing_weights(const Eigen::VectorXd& scores, const std::vector
   return weights;
 }
 
-Eigen::VectorXd moe_forward(const ModelConfig& c, const Weights& w, int64_t layer, const std::string& p,
-                            const Eigen::VectorXd& x, int64_t token_id) {
-  const Eigen::VectorXd scores = sqrt_softplus_scores(w.matrix(p + "gate.weight") * x);
-  std::vector<int64_t> chosen;
+Routing route(const ModelConfig& c, const Weights& w, int64_t layer, const std::string& p, const Eigen::VectorXd& logits,
+              int64_t token_id) {
+  const Eigen::VectorXd scores = sqrt_softplus_scores(logits);
+  Routing r;
   if (layer < c.n_hash_layers) {
     const auto table = w.matrix(p + "gate.tid2eid");
-    for (int64_t k = 0; k < c.n_activated_experts; ++k) chosen.push_back(static_cast<int64_t>(table(token_id, k)));
+    for (int64_t k = 0; k < c.n_activated_experts; ++k) r.ids.push_back(static_cast<int64_t>(table(token_id, k)));
   } else {
-    chosen = biased_topk(scores, w.vector(p + "gate.bias"), c.n_activated_experts);
+    r.ids = biased_topk(scores, w.vector(p + "gate.bias"), c.n_activated_experts);
   }
-  const Eigen::VectorXd weights = routing_weights(scores, chosen);
+  r.weights = routing_weights(scores, r.ids);
+  return r;
+}
+
+Eigen::VectorXd routed_experts(const ModelConfig& c, const Weights& w, const std::string& p, const Eigen::VectorXd& x,
+                               const std::vector<int64_t>& ids, const Eigen::VectorXd& weights) {
   Eigen::VectorXd y = Eigen::VectorXd::Zero(c.dim);
-  for (size_t k = 0; k < chosen.size(); ++k)  // the route scale, once, in the expert's weight
-    y += expert_forward(w, p + "experts." + std::to_string(chosen[k]) + ".", x, c.swiglu_limit,
+  for (size_t k = 0; k < ids.size(); ++k)  // the route scale, once, in the expert's weight
+    y += expert_forward(w, p + "experts." + std::to_string(ids[k]) + ".", x, c.swiglu_limit,
                         weights(static_cast<Eigen::Index>(k)) * c.route_scale);
-  return y + expert_forward(w, p + "shared_experts.", x, c.swiglu_limit, 1.0);
+  return y;
+}
+
+Eigen::VectorXd moe_forward(const ModelConfig& c, const Weights& w, int64_t layer, const std::string& p,
+                            const Eigen::VectorXd& x, int64_t token_id) {
+  const Routing r = route(c, w, layer, p, w.matrix(p + "gate.weight") * x, token_id);
+  return routed_experts(c, w, p, x, r.ids, r.weights) + expert_forward(w, p + "shared_experts.", x, c.swiglu_limit, 1.0);
+}
+
+RowMatrix moe_rows(const ModelConfig& c, const Weights& w, int64_t layer, const std::string& p, const RowMatrix& x,
+                   const std::vector<int64_t>& tokens, OpObserver* observer) {
+  const int64_t T = x.rows(), k = c.n_activated_experts;
+  RowMatrix logits = x * w.matrix(p + "gate.weight").transpose();
+  if (observer) observer->op(p + "gate", {{"x", &x}}, {{"logits", &logits}});
+  RowMatrix ids(T, k), weights(T, k), token_ids(T, 1);
+  for (int64_t t = 0; t < T; ++t) {
+    const Routing r = route(c, w, layer, p, logits.row(t).transpose(), tokens[t]);
+    for (int64_t j = 0; j < k; ++j) ids(t, j) = static_cast<double>(r.ids[j]);
+    weights.row(t) = r.weights.transpose();
+    token_ids(t, 0) = static_cast<double>(tokens[t]);
+  }
+  if (observer)
+    observer->op(p + "route", {{"logits", &logits}, {"tokens", &token_ids}},
+                 {{"ids", &ids, OpValues::index}, {"weights", &weights}});
+  RowMatrix routed(T, c.dim), shared(T, c.dim);
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int64_t> chosen;
+    for (int64_t j = 0; j < k; ++j) {
+      const double e = ids(t, j);  // an observer's ids are checked: they name weights
+      if (!(e >= 0 && e < static_cast<double>(c.n_routed_experts)) || e != std::floor(e))
+        throw std::invalid_argument(p + "route: expert id " + std::to_string(e) + " outside [0, n_routed_experts)");
+      chosen.push_back(static_cast<int64_t>(e));
+    }
+    routed.row(t) = routed_experts(c, w, p, x.row(t).transpose(), chosen, weights.row(t).transpose()).transpose();
+  }
+  if (observer) observer->op(p + "experts", {{"x", &x}, {"ids", &ids}, {"weights", &weights}}, {{"y", &routed}});
+  for (int64_t t = 0; t < T; ++t)
+    shared.row(t) = expert_forward(w, p + "shared_experts.", x.row(t).transpose(), c.swiglu_limit, 1.0).transpose();
+  if (observer) observer->op(p + "shared", {{"x", &x}}, {{"y", &shared}});
+  return routed + shared;
 }
 
 }  // namespace dsv4h::model

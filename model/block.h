@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/op_observer.h"
 #include "model/weights.h"
 
 namespace dsv4h::model {
@@ -26,6 +27,14 @@ HcMix hc_split_sinkhorn(const Eigen::VectorXd& mix, const Eigen::VectorXd& scale
 Eigen::VectorXd hc_pre(const Eigen::VectorXd& h, const Weights& w, const std::string& fn_prefix, const ModelConfig& config,
                        HcMix& mix);
 Eigen::VectorXd hc_post(const Eigen::VectorXd& x, const Eigen::VectorXd& residual, const HcMix& mix, int64_t dim);
+// hc_pre of every row of h [T, hc * dim]: x [T, dim], and what hc_post needs, post [T, hc] and
+// comb [T, hc * hc] (row t, column i * hc + j holds comb(i, j): the mhc component's layout).
+struct HcRows {
+  RowMatrix x, post, comb;
+  HcMix mix(int64_t t) const;
+};
+HcRows hc_pre_rows(const RowMatrix& h, const Weights& w, const std::string& fn_prefix, const ModelConfig& config);
+RowMatrix hc_post_rows(const RowMatrix& x, const RowMatrix& residual, const HcRows& mix, int64_t dim);
 // The head's reduction: sigmoid weights (no Sinkhorn) over the streams; `prefix` "" or "mtp.M.".
 Eigen::VectorXd hc_head(const Eigen::VectorXd& h, const Weights& w, const std::string& prefix, const ModelConfig& config);
 
@@ -38,9 +47,24 @@ Eigen::VectorXd sqrt_softplus_scores(const Eigen::VectorXd& logits);
 std::vector<int64_t> biased_topk(const Eigen::VectorXd& scores, const Eigen::VectorXd& bias, int64_t k);
 Eigen::VectorXd routing_weights(const Eigen::VectorXd& scores, const std::vector<int64_t>& chosen);
 
+// One token's routing from its gate logits: the biased top-k, or in a hash layer tid2eid's experts.
+struct Routing {
+  std::vector<int64_t> ids;
+  Eigen::VectorXd weights;  // without the route scale
+};
+Routing route(const ModelConfig& config, const Weights& w, int64_t layer, const std::string& prefix,
+              const Eigen::VectorXd& logits, int64_t token_id);
+// The routed experts' sum for one token, expert k weighted by weights(k) * route_scale.
+Eigen::VectorXd routed_experts(const ModelConfig& config, const Weights& w, const std::string& prefix, const Eigen::VectorXd& x,
+                               const std::vector<int64_t>& ids, const Eigen::VectorXd& weights);
+
 // The MoE of layer `layer` (weights under "layers.L.ffn." / "mtp.M.ffn.") for one token.
 Eigen::VectorXd moe_forward(const ModelConfig& config, const Weights& w, int64_t layer, const std::string& prefix,
                             const Eigen::VectorXd& x, int64_t token_id);
+// The MoE over rows x [T, dim], its ops reported as prefix + "gate" (logits [T, E]), "route" (ids
+// and weights [T, k]), "experts" (the routed sum) and "shared" (the shared expert); returns their sum.
+RowMatrix moe_rows(const ModelConfig& config, const Weights& w, int64_t layer, const std::string& prefix, const RowMatrix& x,
+                   const std::vector<int64_t>& tokens, OpObserver* observer);
 
 // One expert's clamped SwiGLU: w2(clamp_up(w3 x) * silu(min(w1 x, limit))) * weight, the routing
 // weight applied before w2 as DeepSeek's reference does.

@@ -10,6 +10,7 @@
 
 #include "model/attention.h"
 #include "model/config.h"
+#include "model/op_observer.h"
 #include "model/weights.h"
 
 namespace dsv4h::model {
@@ -31,20 +32,25 @@ class ReferenceModel {
 
   RequestState new_request() const;
   // Tokens at positions state's length onward: any number from an empty state (prefill), else
-  // one (decode). A token id outside the vocabulary is BadInput.
-  ForwardResult forward(RequestState& state, const std::vector<int64_t>& tokens, bool keep_layers = false) const;
+  // one (decode). A token id outside the vocabulary is BadInput. Every op is reported to
+  // `observer` where one is given (model/op_observer.h).
+  ForwardResult forward(RequestState& state, const std::vector<int64_t>& tokens, bool keep_layers = false,
+                        OpObserver* observer = nullptr) const;
   // MTP block `m` over the main model's hidden streams [T, hc * dim] and the next tokens (the
   // tokens one position ahead), positions continuing its own cache.
   ForwardResult mtp_forward(RequestState& state, int64_t m, const RowMatrix& main_hidden,
-                            const std::vector<int64_t>& next_tokens) const;
+                            const std::vector<int64_t>& next_tokens, OpObserver* observer = nullptr) const;
 
   const ModelConfig& config() const { return config_; }
   const Weights& weights() const { return weights_; }
 
  private:
   RowMatrix block(int64_t layer, const std::string& prefix, const RowMatrix& h, const std::vector<int64_t>& tokens,
-                  LayerCache& cache) const;
-  RowMatrix head(const RowMatrix& h, const std::string& prefix) const;
+                  LayerCache& cache, OpObserver* observer) const;
+  RowMatrix head(const RowMatrix& h, const std::string& prefix, OpObserver* observer) const;
+  RowMatrix embed(const std::vector<int64_t>& tokens, int64_t copies, const std::string& name, OpObserver* observer) const;
+  RowMatrix norm(const RowMatrix& x, const std::string& weight, const std::string& name, OpObserver* observer) const;
+  RowMatrix linear(const RowMatrix& x, const std::string& weight, const std::string& name, OpObserver* observer) const;
   void check_tokens(const std::vector<int64_t>& tokens, const LayerCache& first) const;
 
   ModelConfig config_;

@@ -1,19 +1,24 @@
 // The tiny model on the command line (issue 31), its CPU half: `dsv4h run --case 'model(...)'` runs
 // the fp64 reference forward of a case (prefill of the prompt, then one token at a time) and
-// --dump writes its tokens, logits and every layer's hidden streams; `dsv4h verify --component
-// model` runs the reference's self-consistency checks. The model is no registered component yet:
+// --dump writes its tokens, logits and every layer's hidden streams, or with --inject bisects a
+// candidate with one op perturbed (model_bisect.h); `dsv4h verify --component model` runs the
+// reference's self-consistency checks and the bisection of a batch-ordered run. The model is no registered component yet:
 // a component needs its GPU launcher and golden fixtures (the generic GPU tests run every one),
 // and the GPU forward is the other half of issue 31.
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "../../model/backend.h"
 #include "../../model/forward.h"
+#include "../../model/trace.h"
+#include "../model/bisect.h"
 #include "../case_file.h"
 #include "../json_file.h"
 #include "../errors.h"
 #include "args.h"
 #include "commands.h"
+#include "model_bisect.h"
 
 namespace dsv4h::cli {
 namespace {
@@ -71,6 +76,13 @@ std::vector<int64_t> request_tokens(const Case& c, int64_t request, int64_t voca
     tokens.push_back(static_cast<int64_t>((z ^ (z >> 31)) % static_cast<uint64_t>(vocab)));
   }
   return tokens;
+}
+
+model::RunPlan case_plan(const Case& c, int64_t vocab) {
+  model::RunPlan plan;
+  plan.prompt = c.integer("prompt");
+  for (int64_t r = 0; r < c.integer("batch"); ++r) plan.tokens.push_back(request_tokens(c, r, vocab));
+  return plan;
 }
 
 // The case's run: prefill of the prompt, then its decode steps, one request after another.
@@ -147,6 +159,26 @@ bool self_consistent(const model::ReferenceModel& m, const Case& c, std::vector<
   return ok;
 }
 
+// An unperturbed candidate: the same requests run step by step across the batch (model/backend.h),
+// bisected against the reference; every op's error and budget go to the checks.
+bool bisect_batch_order(const model::ReferenceModel& m, const Case& c, std::vector<std::string>& lines, nlohmann::json& checks) {
+  const model::RunPlan plan = case_plan(c, m.config().vocab_size);
+  model::Trace candidate;
+  model::TraceRecorder recorder(candidate);
+  model::ReferenceBackend(m, model::CallOrder::step_major).run(plan, recorder);
+  const BisectResult result = bisect(m, plan, candidate);
+  const OpError* most = nullptr;
+  for (const OpError& e : result.ops)
+    if (!most || e.used() > most->used()) most = &e;
+  char line[256];
+  std::snprintf(line, sizeof(line), "  bisection of the step-major run: %zu ops, %s (most of a budget used: %.3g, %s)",
+                result.ops.size(), result.passed() ? "all within budget" : "OVER BUDGET", most ? most->used() : 0.0,
+                most ? most->op.c_str() : "-");
+  lines.push_back(line);
+  checks.push_back({{"check", "bisection of the step-major run"}, {"passed", result.passed()}, {"bisection", bisect_json(result)}});
+  return result.passed();
+}
+
 HostTensor to_f32(const std::vector<const model::RowMatrix*>& blocks, Shape shape) {
   HostTensor t(DType::f32, std::move(shape));
   int64_t i = 0;
@@ -169,6 +201,9 @@ bool is_model_case(const std::string& text) { return text == "model" || text.rfi
 
 int run_model_case(const Args& args, const std::string& text) {
   if (args.has("--inputs")) throw UsageError("--inputs: a model case makes its tokens from its seed");
+  for (const char* option : {"--inject-delta", "--fixture", "--json"})
+    if (args.has(option) && !args.has("--inject")) throw UsageError(std::string(option) + " goes with --inject");
+  if (args.has("--inject") && args.has("--dump")) throw UsageError("--dump and --inject: one at a time");
   if (args.get("--backend", "auto") == "gpu") throw UsageError("--backend gpu: the model's GPU forward is not built yet (issue 31)");
   if (args.has("--dump")) check_writable("--dump", args.get("--dump"));
   const Case c = parse_model_case(text);
@@ -178,6 +213,7 @@ int run_model_case(const Args& args, const std::string& text) {
   if (args.has("--dump") && B * T * (config.vocab_size + config.n_layers * streams) > (int64_t{16} << 20))
     throw UsageError("--dump: the dump of " + c.str() + " would hold more than 2^24 values: dump a smaller case");
   const model::ReferenceModel m(config, model::make_weights(config, c.seed()));
+  if (args.has("--inject")) return run_model_bisection(args, c.str(), m, case_plan(c, config.vocab_size));
   const ModelRun run = run_model(m, c);
   std::printf("reference  %s  (GPU checks skipped: the model's GPU forward is not built yet)\n", c.str().c_str());
   for (int64_t r = 0; r < B; ++r) {
@@ -224,7 +260,8 @@ int verify_model(const Args& args, const std::function<bool(const std::string&)>
     const model::ReferenceModel m(config, model::make_weights(config, c.seed()));
     std::vector<std::string> lines;
     nlohmann::json checks = nlohmann::json::array();
-    const bool ok = self_consistent(m, c, lines, checks);
+    const bool consistent = self_consistent(m, c, lines, checks);
+    const bool ok = bisect_batch_order(m, c, lines, checks) && consistent;
     results.push_back({{"case", c.str()}, {"backend", "reference"}, {"passed", ok}, {"checks", checks}});
     failed += !ok;
     std::printf("%s  %s\n", ok ? "pass" : "FAIL", c.str().c_str());

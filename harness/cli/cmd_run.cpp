@@ -15,6 +15,7 @@ namespace dsv4h::cli {
 namespace {
 
 const char* kHelp = R"(usage: dsv4h run --case FILE|STRING [--inputs IN.json] [--dump OUT.json] [--backend cpu|gpu|auto]
+       dsv4h run --case 'model(...)' --inject OP[@STEP] [--inject-delta D] [--json OUT.json] [--fixture OUT.json]
 
 Runs one case on the reference and, where a GPU is present (or --backend gpu), on the GPU, and
 compares them (and, for a fixture with outputs.expected, both with the stored outputs).
@@ -35,6 +36,20 @@ compares them (and, for a fixture with outputs.expected, both with the stored ou
              exceed 256 MiB is refused before the run (exit 2); a case refused as bad input
              writes none
   --backend  auto (default: the GPU when one is found), cpu (reference only) or gpu (required)
+
+Bisection of the tiny model on the CPU (a model case only):
+  --inject   an op of the forward, e.g. layers.2.attn.attend, layers.0.ffn.route, mtp.0.head.proj
+             (a wrong name lists them), or OP@STEP for its calls of one step (0 the prefill, then
+             the decode steps): the candidate is the reference run step by step across the
+             requests with that op's outputs perturbed, and bisection (the reference
+             rerun on the candidate's values, op by op) prints every op's local error, its budget
+             (harness/model/op_budgets.cpp), the share used and its drift from the free-running
+             reference, and names the first op over budget (exit 1); it must be the injected one
+  --inject-delta  real outputs scaled by 1 + D (default 0.25); ids and selections get a duplicate
+  --json     write the per-op table: {"component": "model", "case", "inject", "bisection": {...}}
+  --fixture  write the first divergent op's inputs as a fixture of its component (rms_norm, mhc,
+             moe_routing, moe, compressor, sparse_attention), outputs.expected the component's reference on them; an
+             op of no component says so and writes none
 )";
 
 // The largest dump written: JSON text of a GiB case takes minutes to write and more to read.
@@ -100,7 +115,8 @@ int run_relation_case(const Args& args, const std::string& text) {
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& argv) {
-  const Args args(argv, {"--case", "--inputs", "--dump", "--backend"}, {"--help"});
+  const Args args(argv, {"--case", "--inputs", "--dump", "--backend", "--inject", "--inject-delta", "--fixture", "--json"},
+                  {"--help"});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     return kPass;
@@ -109,6 +125,8 @@ int cmd_run(const std::vector<std::string>& argv) {
   const std::string case_arg = args.get("--case");
   if (is_relation_case(case_arg)) return run_relation_case(args, case_arg);
   if (is_model_case(case_arg)) return run_model_case(args, case_arg);
+  for (const char* option : {"--inject", "--inject-delta", "--fixture", "--json"})
+    if (args.has(option)) throw UsageError(std::string(option) + " takes a model case (see --help)");
   if (args.has("--dump")) check_writable("--dump", args.get("--dump"));
   // A name of a file in the working folder would otherwise shadow a component of the same name.
   const bool is_file = case_arg.find('(') == std::string::npos &&

@@ -29,7 +29,9 @@ Verifies every registered component (or --component NAME):
     under two poisons; graph capture at the bucket sizes and replay at every batch size 1..max-batch.
 Without a GPU only the first three run, and verify says that the GPU checks were skipped.
 --component model runs the tiny model's reference self-consistency checks instead: prefill against
-token-by-token decode (logits, every layer, the MTP block) for its cases and seeds 1..N.
+token-by-token decode (logits, every layer, the MTP block) for its cases and seeds 1..N, and the
+bisection of the same requests run step by step across the batch (every op within its budget; --json
+holds each op's error, budget, share used and drift; dsv4h run --help: --inject shows a failing one).
 
   --seeds N      seeds per verify case (default 3)
   --filter PAT   only cases whose canonical string contains PAT, where * stands for any run of
