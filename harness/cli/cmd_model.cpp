@@ -1,16 +1,19 @@
-// The tiny model on the command line (issue 31), its CPU half: `dsv4h run --case 'model(...)'` runs
-// the fp64 reference forward of a case (prefill of the prompt, then one token at a time) and
-// --dump writes its tokens, logits and every layer's hidden streams, or with --inject bisects a
-// candidate with one op perturbed (model_bisect.h); `dsv4h verify --component model` runs the
-// reference's self-consistency checks and the bisection of a batch-ordered run. The model is no registered component yet:
-// a component needs its GPU launcher and golden fixtures (the generic GPU tests run every one),
-// and the GPU forward is the other half of issue 31.
+// The tiny model on the command line (issue 31): `dsv4h run --case 'model(...)'` runs the fp64
+// reference forward of a case (prefill of the prompt, then one token at a time) and --dump writes
+// its tokens, logits and every layer's hidden streams, or with --inject bisects a candidate with
+// one op perturbed (model_bisect.h); `dsv4h verify --component model` runs the reference's
+// self-consistency checks and the bisection of a batch-ordered run. With --backend gpu both run
+// the GPU forward (model/gpu/gpu_forward.h) instead and bisect it against the reference: exit 1
+// naming the first op over its budget. --backend auto stays on the reference for now (the GPU
+// forward's first version is checked on request). The model is no registered component yet: a
+// component needs its GPU launcher and golden fixtures (the generic GPU tests run every one).
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "../../model/backend.h"
 #include "../../model/forward.h"
+#include "../../model/gpu/gpu_forward.h"
 #include "../../model/trace.h"
 #include "../model/bisect.h"
 #include "../case_file.h"
@@ -188,6 +191,39 @@ HostTensor to_f32(const std::vector<const model::RowMatrix*>& blocks, Shape shap
   return t;
 }
 
+bool gpu_requested(const Args& args) { return args.get("--backend", "auto") == "gpu"; }
+
+// The GPU forward of `m` on the harness's device (opened first: it picks the device), or a usage
+// error saying why there is none.
+std::unique_ptr<model::ModelBackend> open_model_gpu(const model::ReferenceModel& m) {
+  std::string why_not;
+  if (!open_gpu_backend(why_not)) throw UsageError("--backend gpu: " + why_not);
+  std::unique_ptr<model::ModelBackend> gpu = model::open_gpu_forward(m, {}, why_not);
+  if (!gpu) throw UsageError("--backend gpu: " + why_not);
+  return gpu;
+}
+
+// verify --backend gpu: a case's GPU forward bisected against the reference.
+bool bisect_gpu(const model::ReferenceModel& m, const Case& c, std::vector<std::string>& lines, nlohmann::json& checks) {
+  const model::RunPlan plan = case_plan(c, m.config().vocab_size);
+  model::Trace candidate;
+  model::TraceRecorder recorder(candidate);
+  open_model_gpu(m)->run(plan, recorder);
+  const BisectResult result = bisect(m, plan, candidate);
+  const OpError* most = nullptr;
+  for (const OpError& e : result.ops)
+    if (!most || e.used() > most->used()) most = &e;
+  char line[512];
+  std::snprintf(line, sizeof(line), "  bisection of the GPU forward: %zu ops, %s (most of a budget used: %.3g, %s)%s%s",
+                result.ops.size(), result.passed() ? "all within budget" : "OVER BUDGET", most ? most->used() : 0.0,
+                most ? most->op.c_str() : "-", result.first ? "; first divergent op: " : "",
+                result.first ? result.ops[*result.first].op.c_str() : "");
+  lines.push_back(line);
+  if (!result.aborted.empty()) lines.push_back("  the teacher-forced run stopped: " + result.aborted);
+  checks.push_back({{"check", "bisection of the GPU forward"}, {"passed", result.passed()}, {"bisection", bisect_json(result)}});
+  return result.passed();
+}
+
 const std::vector<std::string> kVerifyCases = {
     "model(prompt=1,decode=8)",          // decode from the first token: C4 entries made by the state machine
     "model(prompt=5,decode=4,batch=2)",  // a prompt ending inside a C4 block
@@ -201,10 +237,12 @@ bool is_model_case(const std::string& text) { return text == "model" || text.rfi
 
 int run_model_case(const Args& args, const std::string& text) {
   if (args.has("--inputs")) throw UsageError("--inputs: a model case makes its tokens from its seed");
-  for (const char* option : {"--inject-delta", "--fixture", "--json"})
-    if (args.has(option) && !args.has("--inject")) throw UsageError(std::string(option) + " goes with --inject");
+  const bool gpu = gpu_requested(args);
+  if (args.has("--inject-delta") && !args.has("--inject")) throw UsageError("--inject-delta goes with --inject");
+  for (const char* option : {"--fixture", "--json"})
+    if (args.has(option) && !args.has("--inject") && !gpu) throw UsageError(std::string(option) + " goes with --inject or --backend gpu");
   if (args.has("--inject") && args.has("--dump")) throw UsageError("--dump and --inject: one at a time");
-  if (args.get("--backend", "auto") == "gpu") throw UsageError("--backend gpu: the model's GPU forward is not built yet (issue 31)");
+  if (gpu && args.has("--dump")) throw UsageError("--dump writes the reference's run: leave out --backend gpu");
   if (args.has("--dump")) check_writable("--dump", args.get("--dump"));
   const Case c = parse_model_case(text);
   const model::ModelConfig config = case_config(c);
@@ -212,10 +250,15 @@ int run_model_case(const Args& args, const std::string& text) {
   const int64_t streams = config.hc_mult * config.dim;
   if (args.has("--dump") && B * T * (config.vocab_size + config.n_layers * streams) > (int64_t{16} << 20))
     throw UsageError("--dump: the dump of " + c.str() + " would hold more than 2^24 values: dump a smaller case");
+  if (gpu) {  // the reference the GPU forward is compared with (gpu_forward.h: its indexer in fp8)
+    const model::ReferenceModel m(config, model::make_weights(config, c.seed()), model::gpu_forward_reference_options());
+    const std::unique_ptr<model::ModelBackend> forward = open_model_gpu(m);
+    return run_model_bisection(args, c.str(), m, case_plan(c, config.vocab_size), forward.get());
+  }
   const model::ReferenceModel m(config, model::make_weights(config, c.seed()));
   if (args.has("--inject")) return run_model_bisection(args, c.str(), m, case_plan(c, config.vocab_size));
   const ModelRun run = run_model(m, c);
-  std::printf("reference  %s  (GPU checks skipped: the model's GPU forward is not built yet)\n", c.str().c_str());
+  std::printf("reference  %s  (the GPU forward runs with --backend gpu)\n", c.str().c_str());
   for (int64_t r = 0; r < B; ++r) {
     const model::RowMatrix& logits = run.steps[r].logits;
     Eigen::Index top = 0;
@@ -243,7 +286,7 @@ int run_model_case(const Args& args, const std::string& text) {
 }
 
 int verify_model(const Args& args, const std::function<bool(const std::string&)>& selected) {
-  if (args.get("--backend", "auto") == "gpu") throw UsageError("--backend gpu: the model's GPU forward is not built yet (issue 31)");
+  const bool gpu = gpu_requested(args);
   const long long seeds = args.integer("--seeds", 3, 1);
   if (args.has("--json")) check_writable("--json", args.get("--json"));
   std::vector<Case> cases;
@@ -257,17 +300,24 @@ int verify_model(const Args& args, const std::function<bool(const std::string&)>
   nlohmann::json results = nlohmann::json::array();
   for (const Case& c : cases) {
     const model::ModelConfig config = case_config(c);
-    const model::ReferenceModel m(config, model::make_weights(config, c.seed()));
     std::vector<std::string> lines;
     nlohmann::json checks = nlohmann::json::array();
-    const bool consistent = self_consistent(m, c, lines, checks);
-    const bool ok = bisect_batch_order(m, c, lines, checks) && consistent;
-    results.push_back({{"case", c.str()}, {"backend", "reference"}, {"passed", ok}, {"checks", checks}});
+    bool ok = false;
+    if (gpu) {
+      const model::ReferenceModel m(config, model::make_weights(config, c.seed()), model::gpu_forward_reference_options());
+      ok = bisect_gpu(m, c, lines, checks);
+    } else {
+      const model::ReferenceModel m(config, model::make_weights(config, c.seed()));
+      const bool consistent = self_consistent(m, c, lines, checks);
+      ok = bisect_batch_order(m, c, lines, checks) && consistent;
+    }
+    results.push_back({{"case", c.str()}, {"backend", gpu ? "gpu" : "reference"}, {"passed", ok}, {"checks", checks}});
     failed += !ok;
     std::printf("%s  %s\n", ok ? "pass" : "FAIL", c.str().c_str());
     for (const std::string& line : lines) std::printf("%s\n", line.c_str());
   }
-  std::printf("model: %zu cases, %d failed; GPU checks skipped: the model's GPU forward is not built yet\n", cases.size(), failed);
+  std::printf("model: %zu cases, %d failed%s\n", cases.size(), failed,
+              gpu ? " (the GPU forward against the reference)" : "; the GPU forward runs with --backend gpu");
   // Every check's gap beside its budget, so that the headroom can be followed from run to run.
   if (args.has("--json")) write_json_file(args.get("--json"), {{"component", "model"}, {"results", results}});
   return failed ? kMismatch : kPass;

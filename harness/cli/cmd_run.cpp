@@ -26,7 +26,9 @@ compares them (and, for a fixture with outputs.expected, both with the stored ou
              'batch_invariance(chunks=3):filtered_silu_mul(rows=77,seed=3)' (the same work as
              sub-batches or successive steps, equal bit for bit; see README), or a case of the
              tiny model's fp64 reference, 'model(prompt=9,decode=3,batch=1,index_topk=512,seed=1)'
-             (--dump: its tokens, logits and every layer's hidden streams)
+             (--dump: its tokens, logits and every layer's hidden streams; --backend gpu: the
+             model's GPU forward bisected against the reference, every op's error against its
+             budget, exit 1 naming the first op over it; --json and --fixture as below)
   --inputs   a JSON document whose "inputs" replace the generated inputs (the schema of --dump);
              where it names a "case" or "seed" they must be the run's (the dump records them);
              where it names neither, the dump's note says where the inputs came from
@@ -37,11 +39,12 @@ compares them (and, for a fixture with outputs.expected, both with the stored ou
              writes none
   --backend  auto (default: the GPU when one is found), cpu (reference only) or gpu (required)
 
-Bisection of the tiny model on the CPU (a model case only):
+Bisection of the tiny model (a model case only):
   --inject   an op of the forward, e.g. layers.2.attn.attend, layers.0.ffn.route, mtp.0.head.proj
              (a wrong name lists them), or OP@STEP for its calls of one step (0 the prefill, then
              the decode steps): the candidate is the reference run step by step across the
-             requests with that op's outputs perturbed, and bisection (the reference
+             requests (with --backend gpu: the GPU forward, which goes on from the perturbed
+             values) with that op's outputs perturbed, and bisection (the reference
              rerun on the candidate's values, op by op) prints every op's local error, its budget
              (harness/model/op_budgets.cpp), the share used and its drift from the free-running
              reference, and names the first op over budget (exit 1); it must be the injected one

@@ -32,6 +32,8 @@ Without a GPU only the first three run, and verify says that the GPU checks were
 token-by-token decode (logits, every layer, the MTP block) for its cases and seeds 1..N, and the
 bisection of the same requests run step by step across the batch (every op within its budget; --json
 holds each op's error, budget, share used and drift; dsv4h run --help: --inject shows a failing one).
+With --backend gpu, the model's GPU forward runs the same cases instead and is bisected against the
+reference: a case fails where an op crosses its budget, naming the first (--backend auto: reference).
 
   --seeds N      seeds per verify case (default 3)
   --filter PAT   only cases whose canonical string contains PAT, where * stands for any run of

@@ -64,15 +64,20 @@ std::pair<std::string, int64_t> injected(const std::string& text) {
 }  // namespace
 
 int run_model_bisection(const Args& args, const std::string& case_text, const model::ReferenceModel& m,
-                        const model::RunPlan& plan) {
+                        const model::RunPlan& plan, const model::ModelBackend* gpu) {
   for (const char* option : {"--json", "--fixture"})
     if (args.has(option)) check_writable(option, args.get(option));
-  const auto [op, step] = injected(args.get("--inject"));
+  const bool inject = args.has("--inject");
+  const auto [op, step] = inject ? injected(args.get("--inject")) : std::make_pair(std::string(), model::FaultInjection::kEveryStep);
   model::Trace candidate;
   model::TraceRecorder recorder(candidate);
   model::FaultInjection fault(op, delta_of(args), &recorder, step);
-  model::ReferenceBackend(m, model::CallOrder::step_major).run(plan, fault);
-  if (fault.hits() == 0) {
+  model::OpObserver& observer = inject ? static_cast<model::OpObserver&>(fault) : recorder;
+  if (gpu)
+    gpu->run(plan, observer);
+  else
+    model::ReferenceBackend(m, model::CallOrder::step_major).run(plan, observer);
+  if (inject && fault.hits() == 0) {
     std::string ops;
     for (const std::string& name : candidate.ops()) ops += (ops.empty() ? "" : ", ") + name;
     if (step != model::FaultInjection::kEveryStep && std::find(candidate.ops().begin(), candidate.ops().end(), op) != candidate.ops().end())
@@ -80,16 +85,23 @@ int run_model_bisection(const Args& args, const std::string& case_text, const mo
     throw UsageError("--inject: no op named \"" + op + "\" ran in " + case_text + "; the ops: " + ops);
   }
   const BisectResult result = bisect(m, plan, candidate);
-  std::printf("bisection  %s, candidate: the reference step-major with %s's outputs perturbed\n", case_text.c_str(),
-              args.get("--inject").c_str());
+  const std::string who = gpu ? "the GPU forward (" + gpu->name() + ")" : "the reference step-major";
+  std::printf("bisection  %s, candidate: %s%s\n", case_text.c_str(), who.c_str(),
+              inject ? (" with " + args.get("--inject") + "'s outputs perturbed").c_str() : "");
   for (const std::string& line : bisect_table(result)) std::printf("%s\n", line.c_str());
   if (result.first)
     std::printf("first divergent op: %s (output %s, request %lld, step %lld)\n", result.ops[*result.first].op.c_str(),
                 result.ops[*result.first].output.c_str(), static_cast<long long>(result.divergent->request),
                 static_cast<long long>(result.divergent->step));
+  else if (result.passed())
+    std::printf("every op within its budget\n");
   if (!result.aborted.empty()) std::printf("the teacher-forced run stopped: %s\n", result.aborted.c_str());
-  if (args.has("--json")) write_json_file(args.get("--json"), {{"component", "model"}, {"case", case_text}, {"inject", args.get("--inject")},
-                                                               {"bisection", bisect_json(result)}});
+  if (args.has("--json")) {
+    nlohmann::json doc = {{"component", "model"}, {"case", case_text}, {"backend", gpu ? "gpu" : "reference"},
+                          {"bisection", bisect_json(result)}};
+    if (inject) doc["inject"] = args.get("--inject");
+    write_json_file(args.get("--json"), doc);
+  }
   if (args.has("--fixture") && result.first) write_fixture(args, result, m, case_text);
   return result.passed() ? kPass : kMismatch;
 }

@@ -1,0 +1,224 @@
+// The GPU forward's glue kernels (glue_kernels.h): the model's small ops between the component
+// kernels. They are not components (no descriptor, no mutant): each is checked through the op it
+// serves by the model's bisection against the fp64 reference (harness/model/bisect.h), so they
+// stay plain and obviously right rather than fast: fp64 where the reference's math has a norm, a
+// rope angle or an exponential, one rounding at the end. One file for all of them, beside the
+// forward that alone uses them.
+#include <stdexcept>
+#include <string>
+
+#include "glue_kernels.h"
+#include "kernels/mhc.h"  // bf16_bits_to_double, bf16_from_double
+
+namespace dsv4h::model::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+__device__ __forceinline__ float bf16_to_f(uint16_t bits) { return __uint_as_float(static_cast<uint32_t>(bits) << 16); }
+__device__ __forceinline__ uint16_t f_to_bf16(float v) { return static_cast<uint16_t>(pack_bf16x2_rn(v, 0.f) & 0xffffu); }
+
+template <typename T>
+__device__ __forceinline__ float as_float(T v);
+template <>
+__device__ __forceinline__ float as_float<uint16_t>(uint16_t v) { return bf16_to_f(v); }
+template <>
+__device__ __forceinline__ float as_float<float>(float v) { return v; }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ uint16_t from_float<uint16_t>(float v) { return f_to_bf16(v); }
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+
+// A block's sum of one double a thread (blockDim.x == kThreads).
+__device__ double block_sum(double v) {
+  __shared__ double partial[kThreads];
+  partial[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s /= 2) {
+    if (static_cast<int>(threadIdx.x) < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  const double total = partial[0];
+  __syncthreads();
+  return total;
+}
+
+__global__ void embed_kernel(const uint16_t* table, const int32_t* tokens, int64_t T, int64_t dim, int64_t copies,
+                             uint16_t* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= T * copies * dim) return;
+  const int64_t t = i / (copies * dim), k = i % dim;
+  out[i] = table[static_cast<int64_t>(tokens[t]) * dim + k];
+}
+
+__global__ void bf16_to_f32_kernel(const uint16_t* in, int64_t n, float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i < n) out[i] = bf16_to_f(in[i]);
+}
+
+// One block per (row, output head); 512 dims, two a thread.
+__global__ void head_rope_kernel(HeadRopeArgs a) {
+  const int64_t t = blockIdx.x, h = blockIdx.y;
+  uint16_t* out = a.out + (t * a.out_heads + h) * 512;
+  if (h >= a.heads) {
+    for (int k = threadIdx.x; k < 512; k += kThreads) out[k] = 0;
+    return;
+  }
+  const uint16_t* x = a.x + (t * a.heads + h) * 512;
+  const int k0 = 2 * static_cast<int>(threadIdx.x);
+  double v0 = bf16_bits_to_double(x[k0]), v1 = bf16_bits_to_double(x[k0 + 1]);
+  if (a.norm) {
+    const double r = 1.0 / sqrt(block_sum(v0 * v0 + v1 * v1) / 512.0 + a.eps);
+    v0 *= r, v1 *= r;
+  }
+  if (k0 >= 512 - 64) {  // the rope slice: pair i = (k0 - 448) / 2 of the last 64 dims
+    const double angle = static_cast<double>(a.first_pos + t) * a.freqs[(k0 - 448) / 2];
+    const double c = cos(angle), s = sin(angle), re = v0, im = v1;
+    v0 = re * c - im * s;
+    v1 = re * s + im * c;
+  }
+  out[k0] = bf16_from_double(v0);
+  out[k0 + 1] = bf16_from_double(v1);
+}
+
+__global__ void mtp_input_kernel(const uint16_t* e_proj, const uint16_t* h_proj, int64_t T, int64_t hc, int64_t dim,
+                                 uint16_t* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= T * hc * dim) return;
+  const int64_t t = i / (hc * dim), s = (i / dim) % hc, k = i % dim;
+  out[i] = bf16_from_double(bf16_bits_to_double(e_proj[t * dim + k]) + bf16_bits_to_double(h_proj[(t * hc + s) * dim + k]));
+}
+
+// One block a row; hc <= 8 mixes.
+__global__ void head_hc_kernel(const uint16_t* h, const float* fn, const float* scale, const float* base, int64_t hc,
+                               int64_t dim, double hc_eps, double norm_eps, uint16_t* out) {
+  const int64_t t = blockIdx.x, width = hc * dim;
+  const uint16_t* row = h + t * width;
+  double squares = 0;
+  for (int64_t k = threadIdx.x; k < width; k += kThreads) {
+    const double v = bf16_bits_to_double(row[k]);
+    squares += v * v;
+  }
+  const double r = 1.0 / sqrt(block_sum(squares) / static_cast<double>(width) + norm_eps);
+  double weight[8];
+  for (int64_t i = 0; i < hc; ++i) {
+    double dot = 0;
+    for (int64_t k = threadIdx.x; k < width; k += kThreads) dot += static_cast<double>(fn[i * width + k]) * bf16_bits_to_double(row[k]);
+    const double mix = block_sum(dot) * r;
+    weight[i] = 1.0 / (1.0 + exp(-(mix * static_cast<double>(scale[0]) + static_cast<double>(base[i])))) + hc_eps;
+  }
+  for (int64_t k = threadIdx.x; k < dim; k += kThreads) {
+    double x = 0;
+    for (int64_t i = 0; i < hc; ++i) x += weight[i] * bf16_bits_to_double(row[i * dim + k]);
+    out[t * dim + k] = bf16_from_double(x);
+  }
+}
+
+__global__ void sum_to_bf16_kernel(const float* a, const float* b, int64_t n, uint16_t* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i < n) out[i] = bf16_from_double(static_cast<double>(a[i]) + static_cast<double>(b[i]));
+}
+
+__global__ void accumulate_kernel(float* acc, const float* part, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i < n) acc[i] += part[i];
+}
+
+// One thread an output element; a 16 x 16 tile of outputs a block, x and W staged in shared memory.
+template <typename TIn, typename TOut>
+__global__ void plain_gemm_kernel(const TIn* x, int64_t ldx, const TIn* w, int64_t ldw, TOut* y, int64_t ldy, int64_t rows,
+                                  int64_t in, int64_t out, float alpha) {
+  constexpr int kTile = 16;
+  __shared__ float xs[kTile][kTile + 1], ws[kTile][kTile + 1];
+  const int64_t r = static_cast<int64_t>(blockIdx.y) * kTile + threadIdx.y;
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
+  const int64_t w_row = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.y;
+  float sum = 0.f;
+  for (int64_t k0 = 0; k0 < in; k0 += kTile) {
+    const int64_t k = k0 + threadIdx.x;
+    xs[threadIdx.y][threadIdx.x] = r < rows && k < in ? as_float(x[r * ldx + k]) : 0.f;
+    ws[threadIdx.y][threadIdx.x] = w_row < out && k < in ? as_float(w[w_row * ldw + k]) : 0.f;
+    __syncthreads();
+    for (int j = 0; j < kTile; ++j) sum += xs[threadIdx.y][j] * ws[threadIdx.x][j];
+    __syncthreads();
+  }
+  if (r < rows && o < out) y[r * ldy + o] = from_float<TOut>(alpha * sum);
+}
+
+void check(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument("model GPU glue: " + what);
+}
+
+}  // namespace
+
+void launch_embed(const uint16_t* table, const int32_t* tokens, int64_t T, int64_t dim, int64_t copies, uint16_t* out,
+                  hipStream_t stream) {
+  check(T >= 0 && dim > 0 && copies > 0, "embed: T >= 0, dim > 0 and copies > 0 required");
+  if (T == 0) return;
+  embed_kernel<<<blocks_for(T * copies * dim), kThreads, 0, stream>>>(table, tokens, T, dim, copies, out);
+  DSV4H_LAUNCH_CHECK("embed_kernel");
+}
+
+void launch_bf16_to_f32(const uint16_t* in, int64_t n, float* out, hipStream_t stream) {
+  if (n <= 0) return;
+  bf16_to_f32_kernel<<<blocks_for(n), kThreads, 0, stream>>>(in, n, out);
+  DSV4H_LAUNCH_CHECK("bf16_to_f32_kernel");
+}
+
+void launch_head_rope(const HeadRopeArgs& a, hipStream_t stream) {
+  check(a.heads >= 1 && a.out_heads >= a.heads && a.out_heads <= 65535, "head_rope: 1 <= heads <= out_heads <= 65535");
+  if (a.T == 0) return;
+  head_rope_kernel<<<dim3(static_cast<unsigned>(a.T), static_cast<unsigned>(a.out_heads)), kThreads, 0, stream>>>(a);
+  DSV4H_LAUNCH_CHECK("head_rope_kernel");
+}
+
+void launch_mtp_input(const uint16_t* e_proj, const uint16_t* h_proj, int64_t T, int64_t hc, int64_t dim, uint16_t* out,
+                      hipStream_t stream) {
+  if (T == 0) return;
+  mtp_input_kernel<<<blocks_for(T * hc * dim), kThreads, 0, stream>>>(e_proj, h_proj, T, hc, dim, out);
+  DSV4H_LAUNCH_CHECK("mtp_input_kernel");
+}
+
+void launch_head_hc(const uint16_t* h, const float* fn, const float* scale, const float* base, int64_t T, int64_t hc,
+                    int64_t dim, double hc_eps, double norm_eps, uint16_t* out, hipStream_t stream) {
+  check(hc >= 1 && hc <= 8, "head_hc: hc must be in [1, 8], got " + std::to_string(hc));
+  if (T == 0) return;
+  head_hc_kernel<<<static_cast<unsigned>(T), kThreads, 0, stream>>>(h, fn, scale, base, hc, dim, hc_eps, norm_eps, out);
+  DSV4H_LAUNCH_CHECK("head_hc_kernel");
+}
+
+void launch_sum_to_bf16(const float* a, const float* b, int64_t n, uint16_t* out, hipStream_t stream) {
+  if (n <= 0) return;
+  sum_to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, n, out);
+  DSV4H_LAUNCH_CHECK("sum_to_bf16_kernel");
+}
+
+void launch_accumulate(float* acc, const float* part, int64_t n, hipStream_t stream) {
+  if (n <= 0) return;
+  accumulate_kernel<<<blocks_for(n), kThreads, 0, stream>>>(acc, part, n);
+  DSV4H_LAUNCH_CHECK("accumulate_kernel");
+}
+
+template <typename TIn, typename TOut>
+void launch_plain_gemm(const TIn* x, int64_t ldx, const TIn* w, int64_t ldw, TOut* y, int64_t ldy, int64_t rows, int64_t in,
+                       int64_t out, float alpha, hipStream_t stream) {
+  check(rows >= 0 && in > 0 && out > 0 && rows <= 65535 * 16, "plain_gemm: sizes out of range");
+  if (rows == 0) return;
+  const dim3 grid(static_cast<unsigned>((out + 15) / 16), static_cast<unsigned>((rows + 15) / 16));
+  plain_gemm_kernel<TIn, TOut><<<grid, dim3(16, 16), 0, stream>>>(x, ldx, w, ldw, y, ldy, rows, in, out, alpha);
+  DSV4H_LAUNCH_CHECK("plain_gemm_kernel");
+}
+
+template void launch_plain_gemm<uint16_t, uint16_t>(const uint16_t*, int64_t, const uint16_t*, int64_t, uint16_t*, int64_t,
+                                                    int64_t, int64_t, int64_t, float, hipStream_t);
+template void launch_plain_gemm<uint16_t, float>(const uint16_t*, int64_t, const uint16_t*, int64_t, float*, int64_t, int64_t,
+                                                 int64_t, int64_t, float, hipStream_t);
+template void launch_plain_gemm<float, float>(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, int64_t,
+                                              int64_t, float, hipStream_t);
+
+}  // namespace dsv4h::model::gpu

@@ -1,0 +1,41 @@
+// The tiny model's forward on the GPU (issue 31): a ModelBackend (model/backend.h) that runs a
+// RunPlan through the project's kernels and reports every op by the reference's names and shapes,
+// its outputs downloaded to host, so that bisection (harness/model/bisect.h) compares it with the
+// fp64 reference op by op. gpu_forward.cpp's header says which kernel runs which op and where the
+// layouts are adapted. CPU builds link no_gpu_forward.cpp, which opens none and says why.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "model/attention.h"
+#include "model/backend.h"
+#include "model/forward.h"
+
+namespace dsv4h::model {
+
+struct GpuForwardOptions {
+  // The MoE as `expert_ranks` expert-parallel ranks simulated on the one GPU: rank r runs the
+  // filtered MoE with its n_routed_experts / expert_ranks local experts (the rest filtered), and the
+  // ranks' partial outputs are summed (the all-reduce). 1: every expert local.
+  int64_t expert_ranks = 1;
+};
+
+// The reference options the GPU forward is compared with: the indexer's keys and queries are
+// quantised to fp8 by the project's indexer kernels (not the FP4 simulation), so the reference
+// keeps them unquantised and the ops' fp8_quantised budget holds the kernels' rounding.
+inline AttentionOptions gpu_forward_reference_options() {
+  AttentionOptions options;
+  options.indexer_fp4 = false;
+  return options;
+}
+
+// The GPU forward of `model` (kept by reference: it must outlive the backend) on the current
+// device, its weights uploaded once. Null where this build has no GPU forward or no device can be
+// used; `why_not` then says which. A config the kernels cannot run (hc_mult other than 4, a head
+// dim other than 512, a rope table other than the kernels') is std::invalid_argument naming it.
+std::unique_ptr<ModelBackend> open_gpu_forward(const ReferenceModel& model, const GpuForwardOptions& options,
+                                               std::string& why_not);
+
+}  // namespace dsv4h::model
