@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ struct ModelCase {
            std::to_string(batch) + ",index_topk=" + std::to_string(index_topk) + ",seed=" + std::to_string(seed) + ")";
   }
 };
+
+void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.str(); }
 
 model::ModelConfig config_of(const ModelCase& c) {
   model::ModelConfig config = model::load_config(fixtures_dir() + "/../model/configs/tiny.json");
