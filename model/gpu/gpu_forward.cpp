@@ -225,7 +225,7 @@ struct LayerState {
   DeviceBytes ring, ring_out, index_ring, index_ring_out;
 };
 
-struct RequestState {
+struct RequestPools {
   std::vector<LayerState> layers;  // the main layers, then the MTP blocks'
 };
 
@@ -257,7 +257,7 @@ class GpuForward : public ModelBackend {
                     float alpha = 1.f) const;
   Buf report_norm(const uint16_t* x, int64_t rows, int64_t dim, const std::string& weight_name, const std::string& op) const;
 
-  void call(const RunPlan& plan, int64_t r, int64_t s, RequestState& state) const;
+  void call(const RunPlan& plan, int64_t r, int64_t s, RequestPools& state) const;
   Buf embed(const std::vector<int64_t>& tokens, int64_t copies, const std::string& op) const;
   Buf block(int64_t layer, const std::string& p, const Buf& h, int64_t T, const Buf& tokens, LayerState& cache) const;
   Buf attention(int64_t layer, const std::string& p, const Buf& x, int64_t T, LayerState& cache, bool prefill) const;
@@ -890,7 +890,7 @@ GpuForward::Buf GpuForward::head(const Buf& h, int64_t T, const std::string& p) 
   return report_linear(y.as<uint16_t>(), T, "head.weight", p + "head.proj", Dtype::f32);
 }
 
-void GpuForward::call(const RunPlan& plan, int64_t r, int64_t s, RequestState& state) const {
+void GpuForward::call(const RunPlan& plan, int64_t r, int64_t s, RequestPools& state) const {
   const std::vector<int64_t>& tokens = plan.tokens[static_cast<size_t>(r)];
   const auto [begin, end] = plan.positions(s);
   const int64_t T = end - begin, hc = c_.hc_mult, dim = c_.dim;
@@ -934,7 +934,7 @@ void GpuForward::run(const RunPlan& plan, OpObserver& observer) const {
   observer_ = &observer;
   for (int64_t r = 0; r < R; ++r) {
     const int64_t capacity = static_cast<int64_t>(plan.tokens[static_cast<size_t>(r)].size());
-    RequestState state;
+    RequestPools state;
     for (int64_t l = 0; l < c_.n_layers + c_.n_mtp_layers; ++l) state.layers.push_back(new_layer(l, capacity));
     for (int64_t s = 0; s < plan.steps(r); ++s) call(plan, r, s, state);
   }
