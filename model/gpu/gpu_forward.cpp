@@ -311,6 +311,10 @@ GpuForward::GpuForward(const ReferenceModel& model, const GpuForwardOptions& opt
 #if defined(DSV4H_GPU_NVIDIA)
   if (cublasCreate(&blas_) != CUBLAS_STATUS_SUCCESS) fail("cublasCreate failed");
   if (cublasSetStream(blas_, stream_) != CUBLAS_STATUS_SUCCESS) fail("cublasSetStream failed");
+  // A split-K GEMM reduces its partial sums in fp32, not in the bf16 output type: one rounding.
+  if (cublasSetMathMode(blas_, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)) !=
+      CUBLAS_STATUS_SUCCESS)
+    fail("cublasSetMathMode failed");
 #endif
   const Weights& w = model.weights();
   for (const WeightSpec& spec : weight_specs(c_)) {
