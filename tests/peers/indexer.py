@@ -254,6 +254,10 @@ def main():
         inputs = (q[:bs].contiguous(), positions, weights[:bs].contiguous())
         counted = bs * ((ctx // 4) * 132 + HEADS * DIM * 2 + HEADS * 4 + TOPK * 4)  # as bench_indexer.cpp
         result = {"bs": bs, "ctx": ctx}
+        if peer_timing.budget_left() < SHAPE_S:
+            result["errors"] = {"eager": "skipped: the time budget is spent"}
+            output.add(result)
+            continue
         try:
             time_forms(result, lambda: decode_torch(*inputs, values, scales, page_table, cos_cache, sin_cache, had), compiled,
                        lambda fn: (lambda: fn(*inputs, values, scales, page_table, cos_cache, sin_cache, had)),
@@ -276,6 +280,10 @@ def main():
     positions = torch.arange(tokens, dtype=torch.int32, device="cuda")
     inputs = (q.repeat(tokens // MAX_BS, 1, 1), positions, weights.repeat(tokens // MAX_BS, 1))
     result = {"tokens": tokens}
+    if peer_timing.budget_left() < SHAPE_S:
+        result["errors"] = {"eager": "skipped: the time budget is spent"}
+        output.add(result)
+        return
     try:
         time_forms(result, lambda: decode_torch(*inputs, values, scales, page_table, cos_cache, sin_cache, had), compiled,
                    lambda fn: (lambda: fn(*inputs, values, scales, page_table, cos_cache, sin_cache, had)),

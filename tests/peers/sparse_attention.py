@@ -373,6 +373,10 @@ def main():
         shapes_left -= 1
         progress(f"decode bs={bs} ratio={ratio} ctx={ctx}")
         result = {"bs": bs, "ratio": ratio, "ctx": ctx}
+        if peer_timing.budget_left() < SHAPE_S:
+            result["errors"] = {"eager": "skipped: the time budget is spent"}
+            output.add(result)
+            continue
         try:
             time_peers(result, make_inputs(bs, ratio, ctx, gen), attention_torch, compiled,
                        launches_per_sample(bytes_moved(bs, ratio, ctx)), SHAPE_S * shapes_left)
