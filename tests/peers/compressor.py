@@ -347,7 +347,7 @@ def main():
     shapes = [("prefill", ratio, tokens, None) for ratio in (4, 128) for tokens in PREFILL_TOKENS] + \
              [("decode", ratio, bs, emit) for ratio in (4, 128) for bs in DECODE_BS for emit in (0, 1)]
     for i, (op, ratio, size, emit) in enumerate(shapes):
-        reserve = SHAPE_S * (len(shapes) - i - 1)
+        reserve = peer_timing.reserve_s(len(shapes) - i - 1, SHAPE_S)
         if op == "prefill":
             result = {"bench": f"BM_compressor_prefill/ratio:{ratio}/dims:{D}/tokens:{size}/manual_time", "op": op,
                       "ratio": ratio, "dims": D, "tokens": size}

@@ -262,7 +262,7 @@ def main():
             time_forms(result, lambda: decode_torch(*inputs, values, scales, page_table, cos_cache, sin_cache, had), compiled,
                        lambda fn: (lambda: fn(*inputs, values, scales, page_table, cos_cache, sin_cache, had)),
                        lambda: decode_triton(*inputs, pool, pool_f32, page_table, cos_cache, sin_cache, had, work),
-                       counted, SHAPE_S * shapes_left)
+                       counted, peer_timing.reserve_s(shapes_left, SHAPE_S))
         except Exception as error:  # eager's anchor: without it no form is checked
             result.setdefault("errors", {})["eager"] = f"{type(error).__name__}: {error}"[:500]
         half = counted // 2

@@ -290,7 +290,7 @@ def main():
 
             attempt(result, "eager_us", eager_us)
             peer_timing.compile_us(result, compiled, lambda fn: (lambda: fn(xs, ids, weights, w13, w2, local)),
-                                   check("torch.compile"), k, SHAPE_S * shapes_left)
+                                   check("torch.compile"), k, peer_timing.reserve_s(shapes_left, SHAPE_S))
             attempt(result, "triton_us", triton_us)
             half = min(nbytes // 2, copy_src.numel())
             attempt(result, "copy_us", lambda: time_us(lambda i: copy_dst[:half].copy_(copy_src[:half]), k))

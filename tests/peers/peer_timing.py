@@ -33,6 +33,7 @@ import traceback
 
 torch = None  # set by start()
 BUDGET_END = None  # time.monotonic() by which the script must be done, set by start()
+SHAPE_SECONDS = []  # each finished shape's seconds outside its compiles (Output.add)
 COMPILE_MODES = (("default", 20.0), ("max-autotune-no-cudagraphs", 120.0))  # (mode, seconds it needs left)
 
 
@@ -95,6 +96,14 @@ def graph_time_us(step, outputs, check, k):
 
 def budget_left():
     return BUDGET_END - time.monotonic()
+
+
+def reserve_s(shapes_left, first_guess):
+    """Seconds to keep from the compiles for the shapes still to come: 1.5x the mean time a finished
+    shape took outside its compiles (its eager and Triton forms, captures and Triton's own JIT), or
+    first_guess a shape before any has finished."""
+    per_shape = 1.5 * statistics.mean(SHAPE_SECONDS) if SHAPE_SECONDS else first_guess
+    return shapes_left * per_shape
 
 
 def progress(message):
@@ -201,8 +210,12 @@ class Output:
         self.path = path
         self.doc = {"component": component, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
                     "triton": triton_version(), "budget_s": round(budget_left()), "results": []}
+        self.last = time.monotonic()
 
     def add(self, result):
+        now = time.monotonic()
+        SHAPE_SECONDS.append(max(now - self.last - sum(result.get("compile_s", {}).values()), 0.0))
+        self.last = now
         self.doc["results"].append(result)
         times = ", ".join(f"{k} {v:.2f}" for k, v in result.items() if k.endswith("_us") and isinstance(v, float))
         shape = ", ".join(f"{k}={v}" for k, v in result.items() if not k.endswith("_us") and not isinstance(v, dict))

@@ -379,7 +379,7 @@ def main():
             continue
         try:
             time_peers(result, make_inputs(bs, ratio, ctx, gen), attention_torch, compiled,
-                       launches_per_sample(bytes_moved(bs, ratio, ctx)), SHAPE_S * shapes_left)
+                       launches_per_sample(bytes_moved(bs, ratio, ctx)), peer_timing.reserve_s(shapes_left, SHAPE_S))
         except Exception as error:  # the inputs or eager's anchor: the shape has no check, so no peer
             result.setdefault("errors", {})["eager"] = f"{type(error).__name__}: {error}"[:500]
         output.add(result)
@@ -394,7 +394,8 @@ def main():
             continue
         try:
             time_peers(result, make_prefill_inputs(tokens, ratio, gen), row_chunks(attention_torch),
-                       ChunkedCompiled(chunked), launches_per_sample(prefill_bytes(tokens, ratio)), SHAPE_S * shapes_left)
+                       ChunkedCompiled(chunked), launches_per_sample(prefill_bytes(tokens, ratio)),
+                       peer_timing.reserve_s(shapes_left, SHAPE_S))
         except Exception as error:  # the decode results are written already
             result.setdefault("errors", {})["eager"] = f"{type(error).__name__}: {error}"[:500]
         output.add(result)
