@@ -143,6 +143,7 @@ def form_us(result, field, form, check, k, more=()):
     host sync) is timed by direct calls, noted in result["timed_as"]."""
     steps = [form] + list(more)
     check(form())
+    torch.cuda.empty_cache()  # a large step's eager blocks, cached, would crowd its graph's own pool
     try:
         replays = [graph_of(step) for step in steps]
     except Exception as error:  # capture refused: the direct calls are what such a form costs
