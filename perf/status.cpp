@@ -88,9 +88,9 @@ StatusVerdict tests_of(const Record& r, const std::string& component) {
 }
 
 // A mutant is caught where its record says so: "caught" (schema 1 from 2026-12-02 on, and 2) or the
-// first records' "verdict"; a race mutant where any of its perturbed runs caught it. A record whose
-// phases leave out "mutants" (a tests and perturb run) holds no component's mutant verdict: its race
-// mutants' runs alone would read as every other mutant missing.
+// first records' "verdict"; a race mutant where any of its perturbed runs caught it. Each phase holds
+// verdicts only where the record ran it: a tests and perturb run holds its race mutants' verdicts,
+// and none of the other mutants (as it would read, had its mutants array been taken as complete).
 struct MutantVerdict {
   bool caught = false;
   std::string how;     // the record's word for it where not caught
@@ -99,16 +99,17 @@ struct MutantVerdict {
 
 std::map<std::string, MutantVerdict> mutants_of(const Record& r, const StatusComponent& component) {
   std::map<std::string, MutantVerdict> verdicts;
-  if (r.doc.contains("phases") && r.doc["phases"].is_array()) {
+  const auto ran = [&](const char* phase) {
+    if (!r.doc.contains("phases") || !r.doc["phases"].is_array()) return true;  // before phases were recorded
     const json& phases = r.doc["phases"];
-    if (std::find(phases.begin(), phases.end(), json("mutants")) == phases.end()) return verdicts;
-  }
+    return std::find(phases.begin(), phases.end(), json(phase)) != phases.end();
+  };
   const auto declared = [&](const std::string& name) {
     return std::find(component.mutants.begin(), component.mutants.end(), name) != component.mutants.end();
   };
   for (const json& m : array_of(r.doc, "mutants")) {
     const std::string name = text_of(m, "mutant");
-    if (!declared(name)) continue;
+    if (!ran("mutants") || !declared(name)) continue;
     MutantVerdict& v = verdicts[name];
     v.from = verdict_from(r);
     v.caught = m.contains("caught") && m["caught"].is_boolean() ? m["caught"].get<bool>() : text_of(m, "verdict") == "caught";
@@ -116,7 +117,7 @@ std::map<std::string, MutantVerdict> mutants_of(const Record& r, const StatusCom
   }
   for (const json& p : array_of(r.doc, "perturb")) {
     const std::string name = text_of(p, "mutant");
-    if (text_of(p, "check") != "perturbed" || !declared(name)) continue;
+    if (!ran("perturb") || text_of(p, "check") != "perturbed" || !declared(name)) continue;
     MutantVerdict& v = verdicts[name];
     v.from = verdict_from(r);
     v.caught = v.caught || (p.contains("caught") && p["caught"] == true);
