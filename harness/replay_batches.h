@@ -1,12 +1,13 @@
 // What graph replay runs at each batch size n of one bucket (GpuBackend::graph_replay): the padded
 // inputs and the reference's outputs on them at the bucket's case.
 //
-// Where a component's rows are independent (it has slice_batch, and every output maps to rows),
-// the bucket's inputs and their reference are made once, and batch n takes the first n rows padded
-// back to the bucket: its expected outputs are the bucket reference's first n rows and the reference
-// of the padding rows alone. Making inputs (fp8 pools, one random latent a slot) and the fp64
-// reference cost per row, and the buckets hold ~26x fewer rows than 1 + 2 + ... + 256; what each n
-// still checks fresh is the padding and the replay. Elsewhere every n gets inputs of its own.
+// Where a component's rows are independent (it has slice_batch, which does not refuse the case as
+// BadInput, and every output maps to rows), the bucket's inputs and their reference are made once,
+// and batch n takes the first n rows padded back to the bucket: its expected outputs are the bucket
+// reference's first n rows and the reference of the padding rows alone. Making inputs (fp8 pools,
+// one random latent a slot) and the fp64 reference cost per row, and the buckets hold ~26x fewer
+// rows than 1 + 2 + ... + 256; what each n still checks fresh is the padding and the replay.
+// Elsewhere every n gets inputs of its own.
 #pragma once
 
 #include <cstdint>

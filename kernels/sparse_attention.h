@@ -55,6 +55,9 @@ struct SparseAttentionRope {
 };
 SparseAttentionRope sparse_attention_rope(int64_t compress_ratio);
 
+// Bytes of one MODEL1 page of `tokens_per_page` entries (584 bytes each), padded to 576 bytes.
+inline int64_t sparse_attention_page_bytes(int64_t tokens_per_page) { return (tokens_per_page * 584 + 575) / 576 * 576; }
+
 // The launchers' checks of their arguments (a scratch only where splits > 1): std::invalid_argument
 // naming `launcher` and the field; false where there is nothing to launch (no rows).
 bool sparse_attention_check_launch(const SparseAttentionArgs& args, int64_t splits, const char* launcher);

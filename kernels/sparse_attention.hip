@@ -346,8 +346,6 @@ __global__ void __launch_bounds__(kThreads) sparse_attention_combine(SparseAtten
   }
 }
 
-int64_t page_bytes(int64_t tokens_per_page) { return (tokens_per_page * 584 + 575) / 576 * 576; }
-
 }  // namespace
 
 // Spec 2.4's table: f_i = base^(-2i/64); ratio-4/128 layers base 1.6e5 with frequency-only YaRN
@@ -398,8 +396,8 @@ void launch_sparse_attention(const SparseAttentionArgs& a, hipStream_t stream) {
     return;
   }
   const SparseAttentionRope rope = sparse_attention_rope(a.compress_ratio);
-  const int64_t window_bytes = page_bytes(a.window.tokens_per_page);
-  const int64_t extra_bytes = a.extra.cache ? page_bytes(a.extra.tokens_per_page) : 0;
+  const int64_t window_bytes = sparse_attention_page_bytes(a.window.tokens_per_page);
+  const int64_t extra_bytes = a.extra.cache ? sparse_attention_page_bytes(a.extra.tokens_per_page) : 0;
   const dim3 grid = grid_of(a), split_grid(grid.x, grid.y, static_cast<unsigned>(splits));
   sparse_attention_decode<true><<<split_grid, kThreads, 0, stream>>>(a, rope, window_bytes, extra_bytes);
   DSV4H_LAUNCH_CHECK("sparse_attention_decode<partial>");
@@ -410,8 +408,8 @@ void launch_sparse_attention(const SparseAttentionArgs& a, hipStream_t stream) {
 void launch_sparse_attention_unsplit(const SparseAttentionArgs& a, hipStream_t stream) {
   if (!sparse_attention_check_launch(a, 1, "launch_sparse_attention_unsplit")) return;
   sparse_attention_decode<false><<<grid_of(a), kThreads, 0, stream>>>(
-      a, sparse_attention_rope(a.compress_ratio), page_bytes(a.window.tokens_per_page),
-      a.extra.cache ? page_bytes(a.extra.tokens_per_page) : 0);
+      a, sparse_attention_rope(a.compress_ratio), sparse_attention_page_bytes(a.window.tokens_per_page),
+      a.extra.cache ? sparse_attention_page_bytes(a.extra.tokens_per_page) : 0);
   DSV4H_LAUNCH_CHECK("sparse_attention_decode");
 }
 

@@ -373,8 +373,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-int64_t page_bytes(int64_t tokens_per_page) { return (tokens_per_page * 584 + 575) / 576 * 576; }
-
 }  // namespace
 #endif
 
@@ -383,11 +381,11 @@ void launch_sparse_attention_prefill(const SparseAttentionArgs& a, hipStream_t s
   if (!sparse_attention_check_launch(a, 1, "launch_sparse_attention_prefill")) return;
   const int block_heads = a.heads % 64 == 0 ? 64 : a.heads % 48 == 0 ? 48 : a.heads % 32 == 0 ? 32 : 16;
   const int shared = static_cast<int>(sizeof(Shared));
-  DSV4H_HIP_CHECK(cudaFuncSetAttribute(sparse_attention_prefill, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+  DSV4H_HIP_CHECK(hipFuncSetAttribute(sparse_attention_prefill, hipFuncAttributeMaxDynamicSharedMemorySize, shared));
   const dim3 grid(static_cast<unsigned>(a.heads / block_heads), static_cast<unsigned>(a.rows));
   sparse_attention_prefill<<<grid, kThreads, shared, stream>>>(a, sparse_attention_rope(a.compress_ratio),
-                                                               page_bytes(a.window.tokens_per_page),
-                                                               a.extra.cache ? page_bytes(a.extra.tokens_per_page) : 0,
+                                                               sparse_attention_page_bytes(a.window.tokens_per_page),
+                                                               a.extra.cache ? sparse_attention_page_bytes(a.extra.tokens_per_page) : 0,
                                                                block_heads);
   DSV4H_LAUNCH_CHECK("sparse_attention_prefill");
 #else

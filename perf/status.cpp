@@ -88,43 +88,76 @@ StatusVerdict tests_of(const Record& r, const std::string& component) {
 }
 
 // A mutant is caught where its record says so: "caught" (schema 1 from 2026-12-02 on, and 2) or the
-// first records' "verdict"; a race mutant where any of its perturbed runs caught it. A record whose
-// phases leave out "mutants" (a tests and perturb run) holds no component's mutant verdict: its race
-// mutants' runs alone would read as every other mutant missing.
-StatusVerdict mutants_of(const Record& r, const StatusComponent& component) {
-  if (r.doc.contains("phases") && r.doc["phases"].is_array()) {
+// first records' "verdict"; a race mutant where any of its perturbed runs caught it. Each phase holds
+// verdicts only where the record ran it: a tests and perturb run holds its race mutants' verdicts,
+// and none of the other mutants (as it would read, had its mutants array been taken as complete).
+struct MutantVerdict {
+  bool caught = false;
+  std::string how;     // the record's word for it where not caught
+  StatusVerdict from;  // the record it came from
+};
+
+std::map<std::string, MutantVerdict> mutants_of(const Record& r, const StatusComponent& component) {
+  std::map<std::string, MutantVerdict> verdicts;
+  const auto ran = [&](const char* phase) {
+    if (!r.doc.contains("phases") || !r.doc["phases"].is_array()) return true;  // before phases were recorded
     const json& phases = r.doc["phases"];
-    if (std::find(phases.begin(), phases.end(), json("mutants")) == phases.end()) return {};
-  }
-  std::map<std::string, bool> caught;
-  std::map<std::string, std::string> how;
+    return std::find(phases.begin(), phases.end(), json(phase)) != phases.end();
+  };
+  const auto declared = [&](const std::string& name) {
+    return std::find(component.mutants.begin(), component.mutants.end(), name) != component.mutants.end();
+  };
   for (const json& m : array_of(r.doc, "mutants")) {
     const std::string name = text_of(m, "mutant");
-    if (std::find(component.mutants.begin(), component.mutants.end(), name) == component.mutants.end()) continue;
-    caught[name] = m.contains("caught") && m["caught"].is_boolean() ? m["caught"].get<bool>() : text_of(m, "verdict") == "caught";
-    how[name] = text_of(m, "status").empty() ? text_of(m, "verdict") : text_of(m, "status");
+    if (!ran("mutants") || !declared(name)) continue;
+    MutantVerdict& v = verdicts[name];
+    v.from = verdict_from(r);
+    v.caught = m.contains("caught") && m["caught"].is_boolean() ? m["caught"].get<bool>() : text_of(m, "verdict") == "caught";
+    v.how = text_of(m, "status").empty() ? text_of(m, "verdict") : text_of(m, "status");
   }
   for (const json& p : array_of(r.doc, "perturb")) {
     const std::string name = text_of(p, "mutant");
-    if (text_of(p, "check") != "perturbed" ||
-        std::find(component.mutants.begin(), component.mutants.end(), name) == component.mutants.end())
-      continue;
-    caught[name] = caught[name] || (p.contains("caught") && p["caught"] == true);
-    how[name] = caught[name] ? "caught perturbed" : "caught in no perturbed run";
+    if (!ran("perturb") || text_of(p, "check") != "perturbed" || !declared(name)) continue;
+    MutantVerdict& v = verdicts[name];
+    v.from = verdict_from(r);
+    v.caught = v.caught || (p.contains("caught") && p["caught"] == true);
+    v.how = v.caught ? "caught perturbed" : "caught in no perturbed run";
   }
-  if (caught.empty()) return {};
-  StatusVerdict v = verdict_from(r);
-  int caught_count = 0;
-  for (const auto& [name, c] : caught) {
-    caught_count += c;
-    if (!c) v.failures.push_back(name + ": " + (how[name].empty() ? "survived" : how[name]));
+  return verdicts;
+}
+
+// Each mutant's latest verdict, joined: the verdict names the oldest record it draws on (whose
+// commit the kernels are compared with), and the summary says when several records hold them (a
+// race mutant is judged in the perturb phase, which a run may leave out).
+StatusVerdict joined_mutants(const std::map<std::string, MutantVerdict>& latest, const StatusComponent& component) {
+  if (latest.empty()) return {};
+  const MutantVerdict* oldest = &latest.begin()->second;
+  std::map<std::string, std::vector<std::string>> by_record;
+  for (const auto& [name, m] : latest) {
+    if (m.from.date < oldest->from.date) oldest = &m;
+    by_record[m.from.record].push_back(name);
+  }
+  StatusVerdict v = oldest->from;
+  int caught = 0;
+  for (const auto& [name, m] : latest) {
+    caught += m.caught;
+    if (!m.caught) v.failures.push_back(name + ": " + (m.how.empty() ? "survived" : m.how));
   }
   const bool none_survived = v.failures.empty();
   for (const std::string& name : component.mutants)
-    if (!caught.count(name)) v.failures.push_back(name + ": not in this record");
+    if (!latest.count(name)) v.failures.push_back(name + ": in no record");
   v.ok = v.failures.empty();
   v.incomplete = !v.ok && none_survived;
-  v.summary = "caught " + std::to_string(caught_count) + "/" + std::to_string(component.mutants.size());
+  v.summary = "caught " + std::to_string(caught) + "/" + std::to_string(component.mutants.size());
+  if (by_record.size() > 1) {
+    v.summary += " (each mutant's latest run:";
+    for (const auto& [record, names] : by_record) {
+      v.summary += " " + record + " ";
+      for (size_t i = 0; i < names.size(); ++i) v.summary += (i ? "," : "") + names[i];
+      v.summary += ";";
+    }
+    v.summary.back() = ')';
+  }
   return v;
 }
 
@@ -200,6 +233,7 @@ Status build_status(const std::string& records_dir, const std::vector<StatusComp
   Status status;
   status.records_dir = records_dir;
   for (const StatusComponent& c : components) status.components.push_back({c.name, {}, {}, {}, {}});
+  std::vector<std::map<std::string, MutantVerdict>> mutants(components.size());
   for (const std::string& path : json_files_in(records_dir)) {
     const Record r{path.substr(path.find_last_of('/') + 1), read_json_file(path)};
     // Diagnostics and A/B experiments hold no verdict (and some no commit or date).
@@ -214,12 +248,16 @@ Status build_status(const std::string& records_dir, const std::vector<StatusComp
     for (size_t i = 0; i < components.size(); ++i) {
       ComponentStatus& s = status.components[i];
       keep_latest(s.tests, tests_of(r, components[i].name));
-      keep_latest(s.mutants, mutants_of(r, components[i]));
+      for (auto& [name, m] : mutants_of(r, components[i])) {
+        const auto it = mutants[i].find(name);
+        if (it == mutants[i].end() || m.from.date >= it->second.from.date) mutants[i][name] = std::move(m);
+      }
       keep_latest(s.sanitizer, sanitizer_of(r));
       keep_latest(s.goals, goals_of(r, components[i].name));
     }
     keep_latest(status.unattributed_goals, goals_of(r, ""));
   }
+  for (size_t i = 0; i < components.size(); ++i) status.components[i].mutants = joined_mutants(mutants[i], components[i]);
   for (size_t i = 0; i < components.size(); ++i)
     for (StatusVerdict* v : {&status.components[i].tests, &status.components[i].mutants, &status.components[i].sanitizer,
                        &status.components[i].goals})

@@ -484,8 +484,11 @@ Component indexer_component() {
      "measure": "faster_than_peer", "bound": 2.0, "peers": "peers.indexer", "against": "floor_us",
      "where": {"ctx": 65536}, "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time"},
     {"text": "indexer decode bs={bs} ctx={ctx}: ahead of every peer", "measure": "faster_than_peers", "bound": 1.0,
-     "peers": "peers.indexer", "against": ["eager_us", "compile_us", "triton_us"],
+     "peers": "peers.indexer", "against": ["eager_us", "compile_us", "triton_us"], "where": {"tokens": null},
      "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time"},
+    {"text": "indexer prefill tokens={tokens}: ahead of every peer", "measure": "faster_than_peers", "bound": 1.0,
+     "peers": "peers.indexer", "against": ["eager_us", "compile_us", "triton_us"], "where": {"bs": null},
+     "benchmark": "BM_indexer_prefill/tokens:{tokens}/manual_time"},
     {"text": "indexer decode bs={bs} ctx={ctx}: >= 4x faster than torch {kind} ({peer:.1f} us)", "measure": "faster_than_peer",
      "bound": 0.25, "peers": "peers.indexer", "against": "{kind}_us", "where": {"bs": [64, 128]},
      "benchmark": "BM_indexer_decode/bs:{bs}/ctx:{ctx}/manual_time", "each": [[{"kind": "eager"}, {"kind": "compile"}]]}

@@ -260,6 +260,7 @@ TEST(ModelBisect, OpFixturesReproduceTheModelsOps) {
       {"sparse_attention", {}},  // per head, below
   };
   int fixtures = 0, compressor_entries = 0;
+  std::map<std::string, int> compared;  // outputs compared per component: a renamed output must not empty it
   for (const auto& [op, io] : capture.ops) {
     const auto fixture = op_fixture(op, io.first, f.config, f.model.weights());
     const std::string component = op_budget(op, f.config).component;
@@ -270,6 +271,7 @@ TEST(ModelBisect, OpFixturesReproduceTheModelsOps) {
     for (const auto& [ours, theirs] : outputs.at(component)) {
       if (fixture->expected.count(theirs) == 0) continue;
       EXPECT_LT(worst_row_rel(fixture->expected.at(theirs), named(io.second, ours)), 0x1.0p-5) << op << " " << ours;
+      ++compared[component];
     }
     if (op_kind(op) == "attn.compress") {  // the pool's entries unpacked are the model's, bit for bit
       const RowMatrix& entries = named(io.second, "entries");
@@ -293,6 +295,10 @@ TEST(ModelBisect, OpFixturesReproduceTheModelsOps) {
   }
   EXPECT_GT(fixtures, 100);
   EXPECT_GT(compressor_entries, 3);  // C4 entries of the prefill and of decode steps
+  for (const auto& [component, io] : outputs)
+    if (!io.empty()) {
+      EXPECT_GT(compared[component], 0) << component << ": no output of its fixtures compared";
+    }
 }
 
 }  // namespace

@@ -133,24 +133,45 @@ TEST(ReportStatus, AMutantNoRunCheckedMakesTheVerdictIncomplete) {
   EXPECT_FALSE(mutants.ok);
   EXPECT_TRUE(mutants.incomplete);
   EXPECT_EQ(mutants.summary, "caught 1/2");
-  EXPECT_EQ(mutants.failures, (std::vector<std::string>{"alpha_new: not in this record"}));
+  EXPECT_EQ(mutants.failures, (std::vector<std::string>{"alpha_new: in no record"}));
   EXPECT_NE(status_markdown(s).find("| mutants | **INCOMPLETE** caught 1/2"), std::string::npos);
 }
 
 // A later run of the tests and the perturb phase alone (its race mutants' runs, no mutant phase)
-// leaves the mutant verdict to the record that ran the mutants.
-TEST(ReportStatus, ARecordWithoutTheMutantPhaseHoldsNoMutantVerdict) {
+// gives the race mutant its latest verdict and leaves the others to the record that ran the mutants.
+TEST(ReportStatus, ARecordWithoutTheMutantPhaseHoldsOnlyItsRaceMutantsVerdicts) {
   const std::string dir = testing::fresh_dir("status_perturb_only");
   write_json_file(dir + "/2026-12-06-bbbb222-other.json", new_suite());
   json later = new_suite();
   later.update({{"phases", {"tests", "perturb"}}, {"commit", "eeee555"}, {"date", "2026-12-07T10:00:00Z"}});
-  later.erase("mutants");
+  later["perturb"] = {{{"mutant", "alpha_race"}, {"check", "perturbed"}, {"caught", false}}};
   write_json_file(dir + "/2026-12-07-eeee555-perturb.json", later);
   const Status s = build_status(dir, kComponents, changed_after_old);
   const ComponentStatus& alpha = s.components[0];
   EXPECT_EQ(alpha.tests.commit, "eeee555");
   EXPECT_EQ(alpha.mutants.commit, "bbbb222");
-  EXPECT_EQ(alpha.mutants.summary, "caught 1/2");
+  EXPECT_EQ(alpha.mutants.failures,
+            (std::vector<std::string>{"alpha_broken: survived", "alpha_race: caught in no perturbed run"}));
+}
+
+// A later run of the mutants without the perturb phase holds no race mutant's verdict: each
+// mutant keeps its latest verdict, the race mutant's from the earlier record, and the verdict names
+// the older record (its commit is the one the kernels are compared with) and says which ran which.
+TEST(ReportStatus, EachMutantKeepsItsLatestVerdict) {
+  const std::string dir = testing::fresh_dir("status_mutants_joined");
+  write_json_file(dir + "/2026-12-06-bbbb222-other.json", new_suite());
+  json later = new_suite();
+  later.update({{"phases", {"tests", "mutants"}}, {"commit", "eeee555"}, {"date", "2026-12-07T10:00:00Z"}});
+  later["mutants"] = {{{"mutant", "alpha_broken"}, {"caught", true}}};
+  later.erase("perturb");
+  write_json_file(dir + "/2026-12-07-eeee555-mutants.json", later);
+  const Status s = build_status(dir, kComponents, changed_after_old);
+  const StatusVerdict& mutants = s.components[0].mutants;
+  EXPECT_TRUE(mutants.ok);
+  EXPECT_EQ(mutants.commit, "bbbb222");
+  EXPECT_EQ(mutants.summary,
+            "caught 2/2 (each mutant's latest run: 2026-12-06-bbbb222-other.json alpha_race; "
+            "2026-12-07-eeee555-mutants.json alpha_broken)");
 }
 
 TEST(ReportStatus, ReadsTheComponentsOfListJson) {

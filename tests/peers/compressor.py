@@ -13,20 +13,26 @@ of spec 2.4; bf16; the MODEL1 pack (448 fp8 e4m3 in 7 tiles of 64 with scale
 of pages of 64 (ratio 4) or 2 (ratio 128) entries. Decode first writes the token's [kv | S] into
 its request's ring row (ring of 8 or 128 rows, row = pos % R) and then pools the block from the
 ring where the token completes one.
-Peers: eager_us (torch), compile_us (torch.compile of the same function), triton_us (a plain Triton
-kernel, a program an entry, in fp32, reading the candidates through an index table worked out before
-timing, as an engine's plan). Timed with CUDA events after warm-up, the median of 50 samples of K
-calls back to back, K = clamp(256 MB / bytes, 8, 64).
+Peers: eager_us (torch, vectorised), compile_us (torch.compile of the same function, static shapes,
+compiled before timing), triton_us (a plain Triton kernel, a program an entry, in fp32, reading the
+candidates through an index table worked out before timing, as an engine's plan; decode's ring
+write in torch). Each form writes a pool (and decode a ring) of its own, checked against eager's
+(the entries dequantised: an fp8 code may round the other way); each is timed as CUDA graph
+replays (peer_timing.form_us, as an engine replays its step), prefill rotating over input sets
+beyond the L2 as the benchmark does.
 
-usage: python3 tests/peers/compressor.py --out FILE
+usage: python3 tests/peers/compressor.py --out FILE [--budget S]   (results [{"bench", "op", "ratio",
+"dims", "tokens" or "bs" and "emit", "eager_us", "compile_us", "triton_us", ...}]; timing, budget,
+progress lines and output, rewritten after every shape, as tests/peers/peer_timing.py)
 """
-import argparse
-import json
 import math
 
 import torch
 import triton
 import triton.language as tl
+
+import peer_timing
+from peer_timing import Compiled, attempt, check_close, form_us, launches_per_sample, progress
 
 D, ROPE = 512, 64
 PREFILL_TOKENS = (8192, 65536)
@@ -202,50 +208,74 @@ def prefill_plan(t, ratio, device):
     return index.to(torch.int32).contiguous(), half_of
 
 
-def time_us(fn, bytes_moved):
-    launches = max(8, min(64, (256 << 20) // max(int(bytes_moved), 1)))
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(50):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(launches):
-            fn()
-        stop.record()
-        stop.synchronize()
-        samples.append(start.elapsed_time(stop) * 1000 / launches)
-    samples.sort()
-    return samples[len(samples) // 2]
+def entries_of(pool, slots, ratio):
+    """The pool's entries at `slots` dequantised to fp32 [n, D] (codes times their tile's scale, the
+    rope slice bf16): what a peer's check compares."""
+    p = page_entries(ratio)
+    slot = slots.long()
+    data = pool[:, :p * 576].view(-1, p, 576)[slot // p, slot % p]
+    exps = pool[:, p * 576:p * 576 + p * 8].view(-1, p, 8)[slot // p, slot % p][:, :7].float()
+    nope = data[:, :448].contiguous().view(torch.float8_e4m3fn).float().view(-1, 7, 64) * torch.exp2(exps - 127)[..., None]
+    return torch.cat([nope.flatten(1), data[:, 448:].contiguous().view(torch.bfloat16).float()], 1)
 
 
-def bench_prefill(ratio, tokens, device, freqs):
+def check_entries(name, got_pool, want_pool, slots, ratio):
+    """A form's entries against eager's: an e4m3 code may round the other way where the fp32 sums
+    differ in their last bits (one code step is 1/8 of the value at most), nothing more."""
+    check_close(name + " entries", entries_of(got_pool, slots, ratio), entries_of(want_pool, slots, ratio),
+                rtol=0.13, atol=1e-3)
+
+
+def bench_prefill(result, ratio, tokens, device, freqs, compiled, reserve_s):
+    """BM_compressor_prefill's step over rotating input sets (as the benchmark rotates its windows of
+    a large pool, so that no step finds its inputs in L2), each form into a pool of its own."""
     width = series(ratio) * D
-    kv = torch.randn(tokens, width, device=device)
-    score = torch.randn(tokens, width, device=device) * 1.5
+    input_bytes = 8 * width * tokens
+    sets = max(1, min(8, (512 << 20) // input_bytes))
+    kvs = [torch.randn(tokens, width, device=device) for _ in range(sets)]
+    scores = [torch.randn(tokens, width, device=device) * 1.5 for _ in range(sets)]
     ape = torch.randn(ratio, width, device=device)
     norm_weight = 1 + 0.25 * torch.randn(D, device=device)
     n = tokens // ratio
     slots = torch.arange(1, n + 1, device=device)
-    pool = torch.zeros((n + 1) // page_entries(ratio) + 1, page_bytes(ratio), dtype=torch.uint8, device=device)
-    bytes_moved = 8 * width * tokens + 584 * n
-    eager = lambda: prefill_torch(kv, score, ape, norm_weight, freqs, slots, pool, ratio)
-    compiled_fn = torch.compile(prefill_torch)
-    compiled = lambda: compiled_fn(kv, score, ape, norm_weight, freqs, slots, pool, ratio)
+    pools = {form: torch.zeros((n + 1) // page_entries(ratio) + 1, page_bytes(ratio), dtype=torch.uint8, device=device)
+             for form in ("eager", "compile", "triton")}
+    k = launches_per_sample(input_bytes + 584 * n)
     index, half_of = prefill_plan(tokens, ratio, device)
     positions = torch.arange(n, device=device) * ratio
     freqs32 = freqs.float()
 
-    def plain_triton():
-        s = (score.view(n, ratio, -1) + ape[None]).view(tokens, -1)
-        triton_entries(kv, s, 0, width, index, half_of, positions, slots, norm_weight, freqs32, pool, ratio)
-    return {"bench": f"BM_compressor_prefill/ratio:{ratio}/dims:{D}/tokens:{tokens}/manual_time", "op": "prefill",
-            "ratio": ratio, "dims": D, "tokens": tokens, "eager_us": time_us(eager, bytes_moved),
-            "compile_us": time_us(compiled, bytes_moved), "triton_us": time_us(plain_triton, bytes_moved)}
+    def eager(i):
+        prefill_torch(kvs[i], scores[i], ape, norm_weight, freqs, slots, pools["eager"], ratio)
+        return pools["eager"]
+
+    def plain_triton(i):
+        s = (scores[i].view(n, ratio, -1) + ape[None]).view(tokens, -1)
+        triton_entries(kvs[i], s, 0, width, index, half_of, positions, slots, norm_weight, freqs32, pools["triton"], ratio)
+        return pools["triton"]
+
+    want = eager(0).clone()
+
+    def check(name):
+        return lambda got: check_entries(name, got, want, slots, ratio)
+    attempt(result, "eager_us", lambda: form_us(result, "eager_us", lambda: eager(0), check("eager"), k,
+                                                more=[lambda i=i: eager(i) for i in range(1, sets)]))
+
+    def compiled_step(fn):
+        def step(i=0):
+            fn(kvs[i], scores[i], ape, norm_weight, freqs, slots, pools["compile"], ratio)
+            return pools["compile"]
+        return step
+    peer_timing.compile_us(result, compiled, compiled_step, check("torch.compile"), k, reserve_s,
+                           more=lambda step: [lambda i=i: step(i) for i in range(1, sets)])
+    attempt(result, "triton_us", lambda: form_us(result, "triton_us", lambda: plain_triton(0), check("triton"), k,
+                                                 more=[lambda i=i: plain_triton(i) for i in range(1, sets)]))
+    result["input_sets"] = sets
 
 
-def bench_decode(ratio, bs, emit, device, freqs):
+def bench_decode(result, ratio, bs, emit, device, freqs, compiled, reserve_s):
+    """BM_compressor_decode's step (the ring rows written, the completed blocks pooled and packed),
+    each form on a ring and a pool of its own, checked against eager's ring and entries."""
     width, r = series(ratio) * D, ring_rows(ratio)
     gen = torch.Generator().manual_seed(7)
     blocks = torch.randint(1, 501, (bs,), generator=gen)
@@ -255,14 +285,19 @@ def bench_decode(ratio, bs, emit, device, freqs):
     score = torch.randn(bs, width, device=device) * 1.5
     ape = torch.randn(ratio, width, device=device)
     norm_weight = 1 + 0.25 * torch.randn(D, device=device)
-    ring = torch.randn(bs + 1, r, 2 * width, device=device)
+    ring0 = torch.randn(bs + 1, r, 2 * width, device=device)
     emit_rows = torch.nonzero((starts + 1) % ratio == 0).flatten()
     emit_slots = torch.arange(1, emit_rows.numel() + 1, device=device)
-    pool = torch.zeros(bs // page_entries(ratio) + 2, page_bytes(ratio), dtype=torch.uint8, device=device)
+    state = {form: (ring0.clone(), torch.zeros(bs // page_entries(ratio) + 2, page_bytes(ratio), dtype=torch.uint8,
+                                               device=device)) for form in ("eager", "compile", "triton")}
     bytes_moved = bs * (8 * width * 2 + 4) + emit_rows.numel() * (8 * width * r + 584)
-    eager = lambda: decode_torch(kv, score, ape, norm_weight, freqs, starts, ring, emit_rows, emit_slots, pool, ratio)
-    compiled_fn = torch.compile(decode_torch)
-    compiled = lambda: compiled_fn(kv, score, ape, norm_weight, freqs, starts, ring, emit_rows, emit_slots, pool, ratio)
+    k = launches_per_sample(bytes_moved)
+
+    def eager():
+        ring, pool = state["eager"]
+        decode_torch(kv, score, ape, norm_weight, freqs, starts, ring, emit_rows, emit_slots, pool, ratio)
+        return state["eager"]
+
     # The ring viewed as rows of [kv | S]; entry e's candidates are its ring's rows in position order.
     requests = torch.arange(bs, device=device)
     first = (starts[emit_rows] + 1) // ratio * ratio - (8 if ratio == 4 else 128)  # the first candidate's position
@@ -273,31 +308,64 @@ def bench_decode(ratio, bs, emit, device, freqs):
     freqs32 = freqs.float()
 
     def plain_triton():
+        ring, pool = state["triton"]
         ring[requests + 1, starts % r] = torch.cat([kv, score + ape[starts % ratio]], dim=1)
         if emit_rows.numel():
             triton_entries(ring, ring, width, 2 * width, index, half_of, positions, emit_slots, norm_weight, freqs32,
                            pool, ratio)
-    return {"bench": f"BM_compressor_decode/ratio:{ratio}/dims:{D}/bs:{bs}/emit:{emit}/manual_time", "op": "decode",
-            "ratio": ratio, "dims": D, "bs": bs, "emit": emit, "eager_us": time_us(eager, bytes_moved),
-            "compile_us": time_us(compiled, bytes_moved), "triton_us": time_us(plain_triton, bytes_moved)}
+        return state["triton"]
+
+    want_ring, want_pool = (t.clone() for t in eager())
+
+    def check(name):
+        def check_state(got):
+            check_close(name + " ring", got[0], want_ring, rtol=1e-6, atol=1e-6)
+            check_entries(name, got[1], want_pool, emit_slots, ratio)
+        return check_state
+    attempt(result, "eager_us", lambda: form_us(result, "eager_us", eager, check("eager"), k))
+
+    def compiled_step(fn):
+        def step():
+            ring, pool = state["compile"]
+            fn(kv, score, ape, norm_weight, freqs, starts, ring, emit_rows, emit_slots, pool, ratio)
+            return state["compile"]
+        return step
+    peer_timing.compile_us(result, compiled, compiled_step, check("torch.compile"), k, reserve_s)
+    attempt(result, "triton_us", lambda: form_us(result, "triton_us", plain_triton, check("triton"), k))
+
+
+SHAPE_S = 3.0  # seconds a shape's eager and Triton forms take at most: kept from the compiles for the shapes to come
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
+    args, _ = peer_timing.start(__doc__)
+    output = peer_timing.Output("compressor", args.out)
     device = torch.device("cuda")
     torch.manual_seed(2029)
     freqs = yarn_freqs(device)
-    results = []
-    for ratio in (4, 128):
-        for tokens in PREFILL_TOKENS:
-            results.append(bench_prefill(ratio, tokens, device, freqs))
-        for bs in DECODE_BS:
-            for emit in (0, 1):
-                results.append(bench_decode(ratio, bs, emit, device, freqs))
-    with open(args.out, "w") as f:
-        json.dump({"component": "compressor", "device": torch.cuda.get_device_name(), "results": results}, f, indent=1)
+    prefill, decode = Compiled(prefill_torch), Compiled(decode_torch)
+    shapes = [("prefill", ratio, tokens, None) for ratio in (4, 128) for tokens in PREFILL_TOKENS] + \
+             [("decode", ratio, bs, emit) for ratio in (4, 128) for bs in DECODE_BS for emit in (0, 1)]
+    for i, (op, ratio, size, emit) in enumerate(shapes):
+        reserve = peer_timing.reserve_s(len(shapes) - i - 1, SHAPE_S)
+        if op == "prefill":
+            result = {"bench": f"BM_compressor_prefill/ratio:{ratio}/dims:{D}/tokens:{size}/manual_time", "op": op,
+                      "ratio": ratio, "dims": D, "tokens": size}
+        else:
+            result = {"bench": f"BM_compressor_decode/ratio:{ratio}/dims:{D}/bs:{size}/emit:{emit}/manual_time",
+                      "op": op, "ratio": ratio, "dims": D, "bs": size, "emit": emit}
+        progress(result["bench"])
+        if peer_timing.budget_left() < SHAPE_S:
+            result["errors"] = {"eager": "skipped: the time budget is spent"}
+        else:
+            try:
+                if op == "prefill":
+                    bench_prefill(result, ratio, size, device, freqs, prefill, reserve)
+                else:
+                    bench_decode(result, ratio, size, emit, device, freqs, decode, reserve)
+            except Exception as error:  # eager's anchor or the inputs: the shape has no check, so no peer
+                result.setdefault("errors", {})["eager"] = f"{type(error).__name__}: {error}"[:500]
+        output.add(result)
 
 
 if __name__ == "__main__":
