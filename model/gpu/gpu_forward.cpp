@@ -80,7 +80,7 @@
 #include "reference/rope.h"
 
 #if defined(DSV4H_GPU_NVIDIA)
-#include <cublas_v2.h>
+#include "harness/gpu/cublas_library.h"
 #endif
 
 namespace dsv4h::model {
@@ -279,6 +279,7 @@ class GpuForward : public ModelBackend {
   std::map<std::string, DeviceBytes> weights_;
   hipStream_t stream_ = nullptr;
 #if defined(DSV4H_GPU_NVIDIA)
+  const CublasLibrary* blas_library_ = nullptr;
   cublasHandle_t blas_ = nullptr;
 #endif
   mutable OpObserver* observer_ = nullptr;
@@ -309,10 +310,11 @@ GpuForward::GpuForward(const ReferenceModel& model, const GpuForwardOptions& opt
   }
   DSV4H_HIP_CHECK(hipStreamCreate(&stream_));
 #if defined(DSV4H_GPU_NVIDIA)
-  if (cublasCreate(&blas_) != CUBLAS_STATUS_SUCCESS) fail("cublasCreate failed");
-  if (cublasSetStream(blas_, stream_) != CUBLAS_STATUS_SUCCESS) fail("cublasSetStream failed");
+  blas_library_ = &CublasLibrary::get("GPU forward");
+  if (blas_library_->create(&blas_) != CUBLAS_STATUS_SUCCESS) fail("cublasCreate failed");
+  if (blas_library_->set_stream(blas_, stream_) != CUBLAS_STATUS_SUCCESS) fail("cublasSetStream failed");
   // A split-K GEMM reduces its partial sums in fp32, not in the bf16 output type: one rounding.
-  if (cublasSetMathMode(blas_, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)) !=
+  if (blas_library_->set_math_mode(blas_, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)) !=
       CUBLAS_STATUS_SUCCESS)
     fail("cublasSetMathMode failed");
 #endif
@@ -357,7 +359,7 @@ GpuForward::GpuForward(const ReferenceModel& model, const GpuForwardOptions& opt
 
 GpuForward::~GpuForward() {
 #if defined(DSV4H_GPU_NVIDIA)
-  if (blas_) (void)cublasDestroy(blas_);
+  if (blas_) (void)blas_library_->destroy(blas_);
 #endif
   if (stream_) (void)hipStreamDestroy(stream_);
 }
@@ -396,7 +398,7 @@ void GpuForward::gemm(const void* x, Dtype in, int64_t ldx, const void* w, int64
   const cudaDataType_t tin = in == Dtype::bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const cudaDataType_t tout = out == Dtype::bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const cublasComputeType_t compute = in == Dtype::f32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
-  const cublasStatus_t status = cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows),
+  const cublasStatus_t status = blas_library_->gemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows),
                                              static_cast<int>(k), &alpha, w, tin, static_cast<int>(ldw), x, tin,
                                              static_cast<int>(ldx), &beta, y, tout, static_cast<int>(ldy), compute,
                                              CUBLAS_GEMM_DEFAULT);

@@ -1,9 +1,8 @@
 // A floor for compute-bound kernels: the vendor's dense bf16 matrix product, the card's matrix rate
 // as a library reaches it, measured in the same run as the kernel it is compared with. On NVIDIA,
-// cuBLAS's cublasGemmEx (bf16 in, fp32 accumulation, bf16 out), loaded at run time so that the
-// benchmark binaries need no cuBLAS where this floor is not run: $DSV4H_CUBLAS (a path), else
-// libcublas.so.13, .12 or libcublas.so on the loader's path (PyTorch's nvidia-cublas wheel has one:
-// LD_LIBRARY_PATH=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))')).
+// cuBLAS's cublasGemmEx (bf16 in, fp32 accumulation, bf16 out), loaded at run time
+// (harness/gpu/cublas_library.h) so that the benchmark binaries need no cuBLAS where this floor is
+// not run.
 // On AMD no BLAS is in this tree's toolchain: the floor is unavailable.
 #pragma once
 
