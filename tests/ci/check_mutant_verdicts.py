@@ -3,7 +3,8 @@
 leaves a verdict in the record (caught, survived, crashed, skipped, and a run killed by the step
 timeout), so that a record can never show only the mutants that were caught; and a failing run
 fails: gpu-suite exits 1 naming the killed mutant, and its tests phase with a stand-in test binary
-that reports a mismatch exits 1 naming the test.
+that reports a mismatch exits 1 naming the test; a run that DSV4H_DEADLINE_S cuts short ends by
+then with what finished collected, and fails naming the killed steps and the phases not run.
 
 usage: check_mutant_verdicts.py DSV4H
 """
@@ -14,6 +15,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -117,6 +119,36 @@ def check_failing_test_fails_the_suite(work, dsv4h):
         fail(f"gpu-suite without OUT must say where its results went: {proc.stdout}")
 
 
+def check_deadline_cuts_the_run(work, dsv4h):
+    repo = os.path.join(work, "repo-deadline")
+    shutil.copytree(os.path.join(ROOT, "ci"), os.path.join(repo, "ci"))
+    dist = os.path.join(repo, "build", "gpu-dist")
+    os.makedirs(dist)
+    shutil.copy(dsv4h, os.path.join(dist, "dsv4h"))
+    fake(os.path.join(dist, "test_cpu"), "pass")
+    fake(os.path.join(dist, "test_gpu"), "hang")  # 10 s, past the deadline
+    out = os.path.join(work, "out-deadline")
+    t0 = time.monotonic()
+    proc = subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), "tests", "mutants"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True,
+                          env=dict(os.environ, OUT=out, DSV4H_DEADLINE_S="3", DSV4H_JOBS="16", **TWO_GPUS))
+    elapsed = time.monotonic() - t0
+    if proc.returncode != 1 or "phase_not_run.mutants (exit 124)" not in proc.stdout or \
+            "test_gpu.shard0 (exit 124)" not in proc.stdout:
+        fail(f"gpu-suite cut by DSV4H_DEADLINE_S must exit 1 naming the killed steps and the phase not run: "
+             f"exit {proc.returncode}: {proc.stdout}")
+    if elapsed > 9:
+        fail(f"gpu-suite with DSV4H_DEADLINE_S=3 took {elapsed:.1f} s: the deadline must cut the 10 s steps")
+    with open(os.path.join(out, "results.json")) as f:
+        tests = json.load(f)["tests"]
+    if not any(t["binary"] == "test_cpu" and t["status"] == "pass" for t in tests):
+        fail(f"what finished before the deadline must be collected (test_cpu passed): {tests}")
+    proc = subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), "tests"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, env=dict(os.environ, OUT=out, DSV4H_DEADLINE_S="soon"))
+    if proc.returncode != 2 or "DSV4H_DEADLINE_S must be whole seconds" not in proc.stdout:
+        fail(f"a malformed DSV4H_DEADLINE_S must exit 2 naming it: exit {proc.returncode}: {proc.stdout}")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: check_mutant_verdicts.py DSV4H")
@@ -124,8 +156,9 @@ def main():
         check_each_outcome(work)
         check_killed_run_is_recorded(work, os.path.abspath(sys.argv[1]))
         check_failing_test_fails_the_suite(work, os.path.abspath(sys.argv[1]))
+        check_deadline_cuts_the_run(work, os.path.abspath(sys.argv[1]))
     print("check-mutant and gpu-suite: caught, survived, crashed, skipped and killed runs all leave a verdict; "
-          "a killed mutant and a failing test fail the suite, named")
+          "a killed mutant, a failing test and a deadline's cut fail the suite, named")
 
 
 if __name__ == "__main__":
