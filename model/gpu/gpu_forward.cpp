@@ -253,8 +253,10 @@ class GpuForward : public ModelBackend {
   // y [rows, out] bf16 (or f32) = x [rows, in] W^T for the weight `name` [out, in].
   Buf linear(const uint16_t* x, int64_t rows, const std::string& name, Dtype out_dtype, float alpha = 1.f) const;
   Buf rms_norm(const uint16_t* x, int64_t rows, int64_t dim, const std::string& weight_name) const;
+  // Reports the op's one output as `output` (the reference's name: "y", or gate's "logits" and the
+  // indexer's "weights").
   Buf report_linear(const uint16_t* x, int64_t rows, const std::string& weight_name, const std::string& op, Dtype out = Dtype::bf16,
-                    float alpha = 1.f) const;
+                    float alpha = 1.f, const char* output = "y") const;
   Buf report_norm(const uint16_t* x, int64_t rows, int64_t dim, const std::string& weight_name, const std::string& op) const;
 
   void call(const RunPlan& plan, int64_t r, int64_t s, RequestPools& state) const;
@@ -431,10 +433,10 @@ GpuForward::Buf GpuForward::rms_norm(const uint16_t* x, int64_t rows, int64_t di
 }
 
 GpuForward::Buf GpuForward::report_linear(const uint16_t* x, int64_t rows, const std::string& weight_name, const std::string& op,
-                                          Dtype out, float alpha) const {
+                                          Dtype out, float alpha, const char* output) const {
   Buf y = linear(x, rows, weight_name, out, alpha);
   const int64_t n = model_.weights().tensor(weight_name).shape.at(0);
-  report(op, {{"y", {y.as<void>(), out, rows, n, n}}});
+  report(op, {{output, {y.as<void>(), out, rows, n, n}}});
   return y;
 }
 
@@ -665,7 +667,7 @@ GpuForward::Buf GpuForward::attention(int64_t layer, const std::string& p, const
                               scaled_q}});
     const float weight_scale = static_cast<float>(1 / std::sqrt(static_cast<double>(kIndexDims)) / std::sqrt(static_cast<double>(nI)));
     const Buf head_weights = report_linear(x.as<uint16_t>(), T, p + "indexer.weights_proj.weight", p + "indexer.weights",
-                                           Dtype::f32, weight_scale);
+                                           Dtype::f32, weight_scale, "weights");
 
     std::vector<int32_t> table(static_cast<size_t>(T * cache.c4_pages));
     for (int64_t t = 0; t < T; ++t)
@@ -777,7 +779,7 @@ GpuForward::Buf GpuForward::attention(int64_t layer, const std::string& p, const
 
 GpuForward::Buf GpuForward::moe(int64_t layer, const std::string& p, const Buf& x, int64_t T, const Buf& tokens) const {
   const int64_t E = c_.n_routed_experts, k = c_.n_activated_experts, dim = c_.dim, I = c_.moe_inter_dim;
-  const Buf logits = report_linear(x.as<uint16_t>(), T, p + "gate.weight", p + "gate", Dtype::f32);
+  const Buf logits = report_linear(x.as<uint16_t>(), T, p + "gate.weight", p + "gate", Dtype::f32, 1.f, "logits");
   Buf ids = device_array<int32_t>(T * k), weights = device_array<float>(T * k);
   MoeRoutingArgs ra{};
   ra.logits = logits.as<float>();
