@@ -265,8 +265,8 @@ class GpuForward : public ModelBackend {
   Buf attention(int64_t layer, const std::string& p, const Buf& x, int64_t T, LayerState& cache, bool prefill) const;
   Buf moe(int64_t layer, const std::string& p, const Buf& x, int64_t T, const Buf& tokens) const;
   Buf head(const Buf& h, int64_t T, const std::string& p) const;
-  // The compressor of `p` ("...compressor.") over the call's x (fp32), into `pool`; returns the
-  // number of entries it completed.
+  // The compressor of `p` ("...compressor.") over the call's x (fp32): the entries the call's
+  // tokens complete into `pool` (entry j at slot page_entries + j), the ring carried on.
   void compress(int64_t layer, const std::string& p, int64_t dims, const Buf& xf, int64_t T, int64_t first_pos, uint8_t* pool,
                 int64_t pool_slots, int64_t page_entries, Buf& ring, Buf& ring_out) const;
   LayerState new_layer(int64_t layer, int64_t capacity) const;
