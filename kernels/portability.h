@@ -49,6 +49,7 @@ using hipDeviceProp_t = cudaDeviceProp;
 #define hipHostGetDevicePointer cudaHostGetDevicePointer
 #define hipHostFree cudaFreeHost
 #define hipMemcpy cudaMemcpy
+#define hipMemset cudaMemset
 #define hipMemcpyAsync cudaMemcpyAsync
 #define hipStreamCreate cudaStreamCreate
 #define hipStreamDestroy cudaStreamDestroy

@@ -99,8 +99,12 @@ constexpr int64_t kIndexerEntryBytes = 132;
 class DeviceBytes {
  public:
   DeviceBytes() = default;
+  // Zeroed: a pool's pages nobody wrote read as zeros (the indexer reads a partly filled page
+  // whole and discards the entries past the visible ones), not as uninitialised memory.
   explicit DeviceBytes(size_t bytes) : bytes_(bytes) {
-    if (bytes) DSV4H_HIP_CHECK(hipMalloc(&p_, bytes));
+    if (!bytes) return;
+    DSV4H_HIP_CHECK(hipMalloc(&p_, bytes));
+    DSV4H_HIP_CHECK(hipMemset(p_, 0, bytes));
   }
   DeviceBytes(DeviceBytes&& o) noexcept : p_(o.p_), bytes_(o.bytes_) { o.p_ = nullptr, o.bytes_ = 0; }
   DeviceBytes& operator=(DeviceBytes&& o) noexcept {
