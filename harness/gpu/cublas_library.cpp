@@ -14,7 +14,8 @@ namespace {
 void* open_cublas(std::string& tried) {
   std::vector<std::string> names;
   if (const char* path = std::getenv("DSV4H_CUBLAS")) names.emplace_back(path);
-  names.insert(names.end(), {"libcublas.so.13", "libcublas.so.12", "libcublas.so"});
+  // The version the build compiled against first; then any.
+  names.insert(names.end(), {"libcublas.so." + std::to_string(CUBLAS_VER_MAJOR), "libcublas.so"});
   for (const std::string& name : names) {
     if (void* so = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return so;
     tried += (tried.empty() ? "" : ", ") + name;

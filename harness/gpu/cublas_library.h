@@ -1,8 +1,9 @@
 // cuBLAS loaded at run time (dlopen), not linked: the packed executables must start on a GPU machine
 // whose loader path lacks the toolkit's libcublas, and only what multiplies matrices needs it (the
-// dense bf16 floor, the model's GPU forward). Found as $DSV4H_CUBLAS (a path), else libcublas.so.13,
-// .12 or libcublas.so on the loader's path (ci/gpu-suite points DSV4H_CUBLAS at the CUDA toolkit's
-// or PyTorch's nvidia-cublas wheel's copy). NVIDIA builds only.
+// dense bf16 floor, the model's GPU forward). Found as $DSV4H_CUBLAS (a path), else
+// libcublas.so.N (N the build's cuBLAS major version) or libcublas.so on the loader's path
+// (ci/gpu-suite points DSV4H_CUBLAS at the CUDA toolkit's or PyTorch's nvidia-cublas wheel's copy).
+// NVIDIA builds only.
 #pragma once
 
 #include <cublas_v2.h>
