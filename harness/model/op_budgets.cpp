@@ -26,6 +26,9 @@
 //     step: at most one element of a row, in practice none. One e4m3 step is 2^-3 of its value. An
 //     e2m1 step is up to half its value (4 to 6), but the element is one of 128 of a row whose
 //     norm, for values of a roughly normal spread, is about 4 times its largest: again 2^-3.
+//     Against the GPU forward the reference's indexer keys and queries are not quantised
+//     (gpu_forward_reference_options) and the GPU's are e4m3: each element then differs by at most
+//     half an e4m3 step, 2^-4 of its value, inside the same 2^-3 row bound.
 //   Integer outputs (expert ids, selected entries) and the embedding's gather: exact, the share of
 //     elements that differ. From equal inputs the choice is the same unless two scores tie within
 //     the candidate's fp32 error; a fixture of the op (moe_routing, or the indexer's topk_set
