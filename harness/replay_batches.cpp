@@ -52,7 +52,10 @@ BucketBatches::BucketBatches(const Component& component, const Case& base, int64
   inputs_ = component.make_inputs(bucket_case_);
   reference_ = reference_outputs(component, bucket_case_, inputs_, Poison::a);
   shares_rows_ = rows_cover_outputs(component, bucket_case_, inputs_, reference_);
-  if (!shares_rows_) inputs_.clear(), reference_.clear();  // each batch makes its own
+  if (!shares_rows_) {  // each batch makes its own
+    inputs_.clear();
+    reference_.clear();
+  }
 }
 
 ReplayBatch BucketBatches::at(int64_t n) const {
