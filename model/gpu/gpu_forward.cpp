@@ -64,6 +64,7 @@
 #include <vector>
 
 #include "glue_kernels.h"
+#include "harness/gpu/device_tensor.h"
 #include "kernels/compressor.h"
 #include "kernels/indexer.h"
 #include "kernels/kv_pool.h"
@@ -95,37 +96,19 @@ constexpr int64_t kIndexerEntryBytes = 132;
 
 [[noreturn]] void fail(const std::string& what) { throw std::runtime_error("GPU forward: " + what); }
 
-// A device allocation, freed with its owner.
-class DeviceBytes {
+// The harness's device allocation (harness/gpu/device_tensor.h), zeroed, with a typed view: a
+// pool's pages nobody wrote read as zeros (the indexer reads a partly filled page whole and
+// discards the entries past the visible ones), not as uninitialised memory.
+class DeviceBytes : public DeviceBuffer {
  public:
   DeviceBytes() = default;
-  // Zeroed: a pool's pages nobody wrote read as zeros (the indexer reads a partly filled page
-  // whole and discards the entries past the visible ones), not as uninitialised memory.
-  explicit DeviceBytes(size_t bytes) : bytes_(bytes) {
-    if (!bytes) return;
-    DSV4H_HIP_CHECK(hipMalloc(&p_, bytes));
-    DSV4H_HIP_CHECK(hipMemset(p_, 0, bytes));
-  }
-  DeviceBytes(DeviceBytes&& o) noexcept : p_(o.p_), bytes_(o.bytes_) { o.p_ = nullptr, o.bytes_ = 0; }
-  DeviceBytes& operator=(DeviceBytes&& o) noexcept {
-    std::swap(p_, o.p_);
-    std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-  DeviceBytes(const DeviceBytes&) = delete;
-  DeviceBytes& operator=(const DeviceBytes&) = delete;
-  ~DeviceBytes() {
-    if (p_) (void)hipFree(p_);
+  explicit DeviceBytes(size_t bytes) : DeviceBuffer(bytes) {
+    if (bytes) DSV4H_HIP_CHECK(hipMemset(data(), 0, bytes));
   }
   template <typename T>
   T* as() const {
-    return static_cast<T*>(p_);
+    return static_cast<T*>(data());
   }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* p_ = nullptr;
-  size_t bytes_ = 0;
 };
 
 template <typename T>

@@ -55,6 +55,17 @@ def fake(path, behaviour):
     os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
 
 
+def suite_checkout(work, name, dsv4h):
+    """A copy of the repository's ci/ with an empty build/gpu-dist but for dsv4h (what the suite
+    reads the components from): (the copy, its gpu-dist)."""
+    repo = os.path.join(work, name)
+    shutil.copytree(os.path.join(ROOT, "ci"), os.path.join(repo, "ci"))
+    dist = os.path.join(repo, "build", "gpu-dist")
+    os.makedirs(dist)
+    shutil.copy(dsv4h, os.path.join(dist, "dsv4h"))
+    return repo, dist
+
+
 def check_each_outcome(work):
     for behaviour, exit_code, status in (("mismatch", 0, "caught"), ("pass", 1, "survived"),
                                          ("crash", 1, "crashed"), ("skip", 77, "skipped")):
@@ -75,11 +86,7 @@ def check_each_outcome(work):
 
 def check_killed_run_is_recorded(work, dsv4h):
     # gpu-suite on a copy of the repository whose one mutant hangs past the step timeout.
-    repo = os.path.join(work, "repo")
-    shutil.copytree(os.path.join(ROOT, "ci"), os.path.join(repo, "ci"))
-    dist = os.path.join(repo, "build", "gpu-dist")
-    os.makedirs(dist)
-    shutil.copy(dsv4h, os.path.join(dist, "dsv4h"))  # what the suite reads the components from
+    repo, dist = suite_checkout(work, "repo", dsv4h)
     fake(os.path.join(dist, "test_gpu_mutant_pool_cached_loc"), "hang")
     out = os.path.join(work, "out")
     proc = subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), "mutants"], stdout=subprocess.PIPE,
@@ -95,11 +102,7 @@ def check_killed_run_is_recorded(work, dsv4h):
 
 
 def check_failing_test_fails_the_suite(work, dsv4h):
-    repo = os.path.join(work, "repo-tests")
-    shutil.copytree(os.path.join(ROOT, "ci"), os.path.join(repo, "ci"))
-    dist = os.path.join(repo, "build", "gpu-dist")
-    os.makedirs(dist)
-    shutil.copy(dsv4h, os.path.join(dist, "dsv4h"))
+    repo, dist = suite_checkout(work, "repo-tests", dsv4h)
     fake(os.path.join(dist, "test_cpu"), "pass")
     fake(os.path.join(dist, "test_gpu"), "mismatch")
     out = os.path.join(work, "out-tests")
@@ -120,11 +123,7 @@ def check_failing_test_fails_the_suite(work, dsv4h):
 
 
 def check_deadline_cuts_the_run(work, dsv4h):
-    repo = os.path.join(work, "repo-deadline")
-    shutil.copytree(os.path.join(ROOT, "ci"), os.path.join(repo, "ci"))
-    dist = os.path.join(repo, "build", "gpu-dist")
-    os.makedirs(dist)
-    shutil.copy(dsv4h, os.path.join(dist, "dsv4h"))
+    repo, dist = suite_checkout(work, "repo-deadline", dsv4h)
     fake(os.path.join(dist, "test_cpu"), "pass")
     fake(os.path.join(dist, "test_gpu"), "hang")  # 10 s, past the deadline
     out = os.path.join(work, "out-deadline")

@@ -274,19 +274,9 @@ def main():
                 return times[result["eager_form"]]
 
             def triton_us():
-                times = {}
-                for bm, bn, bk, warps in TRITON_CONFIGS:
-                    name = f"BM={bm} BN={bn} BK={bk} num_warps={warps}"
-                    try:
-                        times[name] = form_us(result, "triton_us",
-                                              lambda: triton_moe(xs, ids, weights, w13, w2, local, work, bm, bn, bk, warps),
-                                              check(f"triton {name}"), k)
-                    except Exception as error:  # a config that does not fit is no peer
-                        result.setdefault("errors", {})[f"triton_us:{name}"] = f"{type(error).__name__}: {error}"[:300]
-                if not times:
-                    raise RuntimeError("no Triton config ran")
-                result["triton_config"] = min(times, key=times.get)
-                return times[result["triton_config"]]
+                return peer_timing.fastest_triton_us(
+                    result, TRITON_CONFIGS, lambda c: "BM={} BN={} BK={} num_warps={}".format(*c),
+                    lambda c: (lambda: triton_moe(xs, ids, weights, w13, w2, local, work, *c)), check, k)
 
             attempt(result, "eager_us", eager_us)
             peer_timing.compile_us(result, compiled, lambda fn: (lambda: fn(xs, ids, weights, w13, w2, local)),

@@ -156,6 +156,23 @@ def form_us(result, field, form, check, k, more=()):
     return time_us(lambda i: replays[i](), k, sets=len(replays))
 
 
+def fastest_triton_us(result, configs, name_of, form_of, check, k):
+    """The plain Triton kernel's time at its fastest configuration (block sizes, warps): each
+    configuration timed as form_us times a form, the fastest named in result["triton_config"]; one
+    that does not fit the card (registers, shared memory) is noted in errors, not a peer."""
+    times = {}
+    for config in configs:
+        name = name_of(config)
+        try:
+            times[name] = form_us(result, "triton_us", form_of(config), check(f"triton {name}"), k)
+        except Exception as error:
+            result.setdefault("errors", {})[f"triton_us:{name}"] = f"{type(error).__name__}: {error}"[:300]
+    if not times:
+        raise RuntimeError("no Triton config ran")
+    result["triton_config"] = min(times, key=times.get)
+    return times[result["triton_config"]]
+
+
 class Compiled:
     """torch.compile of `fn` in each of COMPILE_MODES, static shapes (dynamic=False: a shape of its
     own is a compile of its own, as an engine compiles a captured batch size), made on first use."""

@@ -344,18 +344,8 @@ def time_peers(result, inputs, eager, compiled, k, reserve_s):
     peer_timing.compile_us(result, compiled, lambda fn: (lambda: fn(**inputs)), check("torch.compile"), k, reserve_s)
 
     def triton_us():
-        times = {}
-        for config in TRITON_CONFIGS:
-            name = "BH={} BK={} num_warps={}".format(*config)
-            try:
-                times[name] = form_us(result, "triton_us", lambda: attention_triton(**inputs, config=config),
-                                      check(f"triton {name}"), k)
-            except Exception as error:  # a config that does not fit (registers, shared memory) is no peer
-                result.setdefault("errors", {})[f"triton_us:{name}"] = f"{type(error).__name__}: {error}"[:300]
-        if not times:
-            raise RuntimeError("no Triton config ran")
-        result["triton_config"] = min(times, key=times.get)
-        return times[result["triton_config"]]
+        return peer_timing.fastest_triton_us(result, TRITON_CONFIGS, lambda c: "BH={} BK={} num_warps={}".format(*c),
+                                             lambda c: (lambda: attention_triton(**inputs, config=c)), check, k)
     attempt(result, "triton_us", triton_us)
 
 
