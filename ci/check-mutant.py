@@ -42,24 +42,38 @@ def main():
     parser.add_argument("--mutant", required=True)
     parser.add_argument("--binary", required=True)
     parser.add_argument("--json", help="write the verdict here")
+    parser.add_argument("--shards", type=int, default=1,
+                        help="run the binary as this many gtest shards side by side (noop runs every test)")
     args = parser.parse_args()
+    if args.shards < 1:
+        parser.error(f"--shards must be >= 1, got {args.shards}")
 
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ)
         env.setdefault("DSV4H_REGRESSION_DIR", os.path.join(tmp, "regressions"))
-        gtest_json = os.path.join(tmp, "gtest.json")
-        proc = subprocess.run([args.binary, f"--gtest_output=json:{gtest_json}"], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        output = proc.stdout
-        if proc.returncode < 0 or not os.path.exists(gtest_json):
-            print(output[-4000:])
-            print(f"mutant {args.mutant}: the suite crashed (exit {proc.returncode}) instead of reporting a mismatch")
-            write_verdict(args.json, {"mutant": args.mutant, "caught": False, "status": "crashed", "exit": proc.returncode})
-            return 1
-        with open(gtest_json) as f:
-            report = json.load(f)
+        procs = []
+        for i in range(args.shards):
+            gtest_json = os.path.join(tmp, f"gtest.{i}.json")
+            shard_env = dict(env, GTEST_TOTAL_SHARDS=str(args.shards), GTEST_SHARD_INDEX=str(i)) if args.shards > 1 else env
+            log = open(os.path.join(tmp, f"log.{i}"), "w+")
+            procs.append((subprocess.Popen([args.binary, f"--gtest_output=json:{gtest_json}"], env=shard_env,
+                                           stdout=log, stderr=subprocess.STDOUT, text=True), gtest_json, log))
+        output, reports = "", []
+        for proc, gtest_json, log in procs:
+            proc.wait()
+            log.seek(0)
+            output += log.read()
+            log.close()
+            if proc.returncode < 0 or not os.path.exists(gtest_json):
+                print(output[-4000:])
+                print(f"mutant {args.mutant}: the suite crashed (exit {proc.returncode}) instead of reporting a mismatch")
+                write_verdict(args.json, {"mutant": args.mutant, "caught": False, "status": "crashed", "exit": proc.returncode})
+                return 1
+            with open(gtest_json) as f:
+                reports.append(json.load(f))
 
-    tests = [(suite["name"] + "." + t["name"], t) for suite in report["testsuites"] for t in suite["testsuite"]]
+    tests = [(suite["name"] + "." + t["name"], t) for report in reports for suite in report["testsuites"]
+             for t in suite["testsuite"]]
     skipped = [name for name, t in tests if t.get("result") == "SKIPPED"]
     failed = [name for name, t in tests if t.get("failures")]
     # A catch is a wrong result the comparison names, or a capture the sequence broke; not another

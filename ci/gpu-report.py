@@ -90,6 +90,19 @@ def verify_case(c):
     return case
 
 
+def sanitizer_run(s):
+    """A sanitizer run's binary, and its gtest shard where the suite sharded it."""
+    return s["binary"] + (f" shard {s['shard']}" if s.get("shard") else "")
+
+
+def sanitizer_found(s):
+    """What the tool itself reported, where the run recorded it: a test failing under the tool (exit
+    1) is not a finding of the tool's."""
+    if s.get("errors") is None:
+        return ""
+    return f" ({s['errors']} sanitizer errors{', a test failed' if s['exit'] == 1 else ''})"
+
+
 def load(path):
     with open(path) as f:
         return json.load(f)
@@ -129,7 +142,16 @@ def collect(work):
         part["perturb"].append(dict(load(path), check=check, run=int(run)))
     part["sanitizer"] = [load(p) for p in sorted(glob.glob(os.path.join(work, "sanitizer", "*.json")))]
     for binary, paths in bench_processes(work).items():
-        runs = [load(path) for path in paths]
+        runs = []
+        for path in paths:
+            try:
+                runs.append(load(path))
+            except json.JSONDecodeError:
+                # A process killed at its timeout leaves its JSON cut short; the step list already
+                # records it as killed, and the other processes of the binary still count.
+                part.setdefault("bench_unreadable", []).append(os.path.basename(path))
+        if not runs:
+            continue
         for bench in runs:
             # The context of a binary that measured the copy ceiling, where one did.
             if "copy_ceiling_GBps" in bench["context"] or "benchmark" not in part["context"]:
@@ -274,7 +296,9 @@ def merge(parts, out, commit, components_source=None):
         print(f"mutant {m['mutant']:<24} {verdict}{failed}")
     print_race_mutants(report["perturb"])
     for s in report["sanitizer"]:
-        print(f"compute-sanitizer {s['tool']:<9} {s['binary']:<16} exit {s['exit']}")
+        print(f"compute-sanitizer {s['tool']:<9} {sanitizer_run(s):<24} exit {s['exit']}{sanitizer_found(s)}")
+    for name in report.get("bench_unreadable", []):
+        print(f"benchmark process {name}: cut short (killed at its timeout), left out")
     for b in report["benchmarks"]:
         frac = b.get("fraction_of_ceiling")
         print(f"{b['name']:<58} {b['median_us']:10.2f} us  {b['GBps']:8.1f} GB/s"
@@ -302,7 +326,8 @@ def failures_of(report):
             perturbed.setdefault(v["mutant"], []).append(v["caught"])
     failures += [f"race mutant {m}: caught in none of its {len(runs)} perturbed runs" for m, runs in perturbed.items()
                  if not any(runs)]
-    failures += [f"compute-sanitizer {s['tool']} {s['binary']}: exit {s['exit']}" for s in report.get("sanitizer", []) if s["exit"] != 0]
+    failures += [f"compute-sanitizer {s['tool']} {sanitizer_run(s)}: exit {s['exit']}{sanitizer_found(s)}"
+                 for s in report.get("sanitizer", []) if s["exit"] != 0]
     return failures
 
 

@@ -40,6 +40,18 @@ void put_rows(HostTensor& whole, const HostTensor& part, int64_t first, const st
   std::memcpy(whole.bytes() + static_cast<size_t>(first) * row_bytes, part.bytes(), part.nbytes());
 }
 
+// True where the two input sets hold the same tensors, byte for byte.
+bool same_inputs(const TensorMap& a, const TensorMap& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [name, t] : a) {
+    const auto it = b.find(name);
+    if (it == b.end() || it->second.dtype() != t.dtype() || it->second.shape() != t.shape() ||
+        std::memcmp(it->second.bytes(), t.bytes(), t.nbytes()) != 0)
+      return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 BucketBatches::BucketBatches(const Component& component, const Case& base, int64_t bucket)
@@ -55,7 +67,37 @@ BucketBatches::BucketBatches(const Component& component, const Case& base, int64
   if (!shares_rows_) {  // each batch makes its own
     inputs_.clear();
     reference_.clear();
+    return;
   }
+  if (bucket_ < 2) return;
+  const BatchSlice first = component_.slice_batch(bucket_case_, inputs_, 0, 1);
+  one_row_padded_ = component_.pad_batch(first.c, first.inputs, bucket_);
+  const BatchSlice padding = component_.slice_batch(bucket_case_, one_row_padded_, 1, bucket_);
+  padding_reference_ = reference_outputs(component_, padding.c, padding.inputs, Poison::a);
+  padding_rows_ = padding.output_rows;
+}
+
+TensorMap BucketBatches::padding_reference(const BatchSlice& padding, int64_t n) const {
+  // The padding of batch n is the last rows of batch 1's where the component pads every row alike
+  // (a padding row's inputs do not depend on n); its reference is then those rows of batch 1's
+  // padding reference, and the cost of 1 + 2 + ... + bucket padding rows is one bucket's.
+  if (!padding_reference_.empty() &&
+      same_inputs(padding.inputs, component_.slice_batch(bucket_case_, one_row_padded_, n, bucket_).inputs)) {
+    TensorMap rows;
+    for (const auto& [name, first] : padding.output_rows) {
+      const HostTensor& cached = padding_reference_.at(name);
+      const int64_t skip = first - padding_rows_.at(name);
+      const size_t row_bytes = cached.shape()[0] ? cached.nbytes() / static_cast<size_t>(cached.shape()[0]) : 0;
+      Shape shape = cached.shape();
+      shape[0] -= skip;
+      HostTensor part(cached.dtype(), shape);
+      std::memcpy(part.bytes(), cached.bytes() + static_cast<size_t>(skip) * row_bytes, part.nbytes());
+      rows.emplace(name, std::move(part));
+    }
+    return rows;
+  }
+  ++padding_references_run_;
+  return reference_outputs(component_, padding.c, padding.inputs, Poison::a);
 }
 
 ReplayBatch BucketBatches::at(int64_t n) const {
@@ -73,7 +115,7 @@ ReplayBatch BucketBatches::at(int64_t n) const {
   b.reference = reference_;
   if (n == bucket_) return b;
   const BatchSlice padding = component_.slice_batch(bucket_case_, b.padded, n, bucket_);
-  for (const auto& [name, part] : reference_outputs(component_, padding.c, padding.inputs, Poison::a)) {
+  for (const auto& [name, part] : padding_reference(padding, n)) {
     if (!padding.output_rows.count(name)) continue;  // left all poison (rows_cover_outputs)
     HostTensor& whole = b.reference.at(name);
     const int64_t first = padding.output_rows.at(name);

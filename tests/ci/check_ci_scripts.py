@@ -32,7 +32,8 @@ def snapshot(top):
 
 def main():
     scripts = sorted(n for n in os.listdir(os.path.join(ROOT, "ci"))
-                     if os.access(os.path.join(ROOT, "ci", n), os.X_OK) and not n.startswith("."))
+                     if os.path.isfile(os.path.join(ROOT, "ci", n)) and os.access(os.path.join(ROOT, "ci", n), os.X_OK)
+                     and not n.startswith("."))  # not a folder (a __pycache__ left by running ci's modules)
     if len(scripts) < 10:
         fail(f"found only {scripts} in ci/")
     with tempfile.TemporaryDirectory() as work:

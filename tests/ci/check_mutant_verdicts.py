@@ -84,6 +84,18 @@ def check_each_outcome(work):
             fail(f"a {behaviour} run's verdict is {v}, expected status {status}")
 
 
+def check_shards_join(work):
+    # noop in 3 gtest shards: one verdict over every shard's tests (each shard's fake writes one test).
+    binary, verdict = os.path.join(work, "test_sharded"), os.path.join(work, "sharded.json")
+    fake(binary, "mismatch")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "ci", "check-mutant.py"), "--mutant", "noop", "--shards", "3",
+                           "--binary", binary, "--json", verdict], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with open(verdict) as f:
+        v = json.load(f)
+    if proc.returncode != 0 or (v["status"], v["tests"], v["failed"]) != ("caught", 3, 3):
+        fail(f"noop in 3 shards must be caught over 3 tests: exit {proc.returncode}, {v}: {proc.stdout}")
+
+
 def check_killed_run_is_recorded(work, dsv4h):
     # gpu-suite on a copy of the repository whose one mutant hangs past the step timeout.
     repo, dist = suite_checkout(work, "repo", dsv4h)
@@ -153,6 +165,7 @@ def main():
         sys.exit("usage: check_mutant_verdicts.py DSV4H")
     with tempfile.TemporaryDirectory() as work:
         check_each_outcome(work)
+        check_shards_join(work)
         check_killed_run_is_recorded(work, os.path.abspath(sys.argv[1]))
         check_failing_test_fails_the_suite(work, os.path.abspath(sys.argv[1]))
         check_deadline_cuts_the_run(work, os.path.abspath(sys.argv[1]))
