@@ -260,6 +260,7 @@ def merge(parts, out, commit, components_source=None):
     for part in loaded.values():
         for key in ("tests", "mutants", "perturb", "sanitizer"):
             report[key] += part.get(key, [])
+        report.setdefault("bench_unreadable", []).extend(part.get("bench_unreadable", []))
         report["benchmarks"] += [derive(b) for b in part.get("benchmarks", [])]
         report["context"].update(part.get("context", {}))
         for key in ("verify", "ceilings", "torch_peers", "torch_peers_more"):  # the torch_ keys: older parts'
@@ -282,6 +283,8 @@ def merge(parts, out, commit, components_source=None):
         print("gpu-report merge: the parts carry no components (dsv4h list --json) to judge the goals by: "
               "give --components DSV4H", file=sys.stderr)
         return 2
+    if not report["bench_unreadable"]:
+        del report["bench_unreadable"]
     report["goals"] = goals.judge(report, components)
     report["phases"] = [p for p in PHASES if report.get(p)] + (["goals"] if report["goals"] else [])
     with open(out, "w") as f:

@@ -123,6 +123,10 @@ def check_failing_test_fails_the_suite(work, dsv4h):
                           stderr=subprocess.STDOUT, text=True, env=dict(os.environ, OUT=out, DSV4H_JOBS="1", **TWO_GPUS))
     if proc.returncode != 1 or "FAILED: test MemoryPoolGpu.Case (test_gpu)" not in proc.stdout:
         fail(f"gpu-suite tests with a failing test must exit 1 naming it: exit {proc.returncode}: {proc.stdout}")
+    listed = json.loads(subprocess.run([dsv4h, "list", "--json"], stdout=subprocess.PIPE, text=True, check=True).stdout)
+    unverified = [c["name"] for c in listed["components"] if f"dsv4h_verify_{c['name']} " not in proc.stdout]
+    if unverified:  # c4_decode_step was, 2026-12-06: a pattern of letters missed the digit in its name
+        fail(f"gpu-suite tests must run dsv4h verify of every listed component, not of {unverified}: {proc.stdout}")
     with open(os.path.join(out, "suite.log")) as f:
         log = f.read()
     for gpu in ("id:0,slots:1", "id:1,slots:1"):
