@@ -18,7 +18,8 @@
              result's fields are variables, and the goal is judged once per result (outermost)
   where      {field: value}: only the peer results with these values (a list: any of its values)
   over, empty, against
-             the other benchmark (time_ratio), the empty kernel (ratio_to_empty), the peer's field
+             the other benchmark (time_ratio: the benchmark over the largest time of `over` and its
+             `floors`), the empty kernel (ratio_to_empty), the peer's field
   floors     benchmarks of the least such a kernel can cost: a copy of the same bytes (of the two
              copies, by the driver and by a copy kernel, the faster), dependent loads, the same bytes
              moved without the format's arithmetic; a goal's floor is their least copy fraction, or
@@ -134,7 +135,9 @@ def evaluate(goal, variables, b, by_name):
         other = by_name.get(goal["over"].format(**variables))
         if not other:
             return None
-        value = b["median_us"] / other["median_us"]
+        # Floors beside `over` raise the denominator to the largest of their times.
+        over_us = max([other["median_us"]] + [f["median_us"] for f in variables["floor_benchmarks"] if f])
+        value = b["median_us"] / over_us
         return value, value <= bound, None, None, extra
     if measure == "ratio_to_empty":
         empty = by_name.get(goal["empty"])

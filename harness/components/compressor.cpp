@@ -394,7 +394,9 @@ Component compressor_component() {
   d.gpu_tests = "CompressorGpu.*";
   d.bench_binary = "bench_compressor";
   // Issue 29's goals (ci/goals.py): prefill against the copy of the same bytes, decode against the
-  // dependent-load floor of its chain, every shape ahead of every peer (tests/peers/compressor.py).
+  // larger of the dependent-load floor of its chain and one kernel copying its bytes (an emitting
+  // C128 step at bs 256 reads 135 MB: no chain of loads is its floor), every shape ahead of every
+  // peer (tests/peers/compressor.py).
   d.goals = R"json([
     {"text": "compressor prefill ratio={ratio} dims={dims} {tokens} tokens: >= {pct}% of copy bandwidth",
      "measure": "copy_fraction", "bound": "{need}",
@@ -402,10 +404,11 @@ Component compressor_component() {
      "floors": ["BM_copy_same_bytes/ratio:{ratio}/dims:{dims}/tokens:{tokens}/manual_time"],
      "each": [[{"ratio": 4}, {"ratio": 128}], [{"dims": 512}],
               [{"tokens": 65536, "need": 0.95, "pct": 95}, {"tokens": 8192, "need": 0.90, "pct": 90}]]},
-    {"text": "compressor decode ratio={ratio} bs={bs} emit={emit}: <= 1.3x the dependent-load floor of its chain",
+    {"text": "compressor decode ratio={ratio} bs={bs} emit={emit}: <= 1.3x its floor, the larger of its chain's dependent loads and a copy of its bytes",
      "measure": "time_ratio", "bound": 1.3,
      "benchmark": "BM_compressor_decode/ratio:{ratio}/dims:512/bs:{bs}/emit:{emit}/manual_time",
      "over": "BM_dependent_loads/depth:2/manual_time",
+     "floors": ["BM_copy_kernel_same_bytes_decode/ratio:{ratio}/dims:512/bs:{bs}/emit:{emit}/manual_time"],
      "each": [[{"ratio": 4}, {"ratio": 128}], [{"bs": 1}, {"bs": 8}, {"bs": 64}, {"bs": 256}], [{"emit": 0}, {"emit": 1}]]},
     {"text": "compressor {bench}: ahead of every peer (the best, {best_peer}: {best_peer_us:.1f} us)",
      "measure": "faster_than_peers", "bound": 1.0, "peers": "peers.compressor", "benchmark": "{bench}"}

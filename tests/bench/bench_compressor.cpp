@@ -7,8 +7,8 @@
 // the driver and by a copy kernel (the faster is the floor the goal compares with).
 // Decode: bs in {1, 8, 64, 256} requests of one token each, at random positions (below 2^16) that
 // complete a block (emit:1, the step that reads the block from the ring and packs) or not (emit:0,
-// the ring row only); floors: the empty kernel and dependent loads (a decode step's chain: the
-// request's start, then its rows).
+// the ring row only); floors: the empty kernel, dependent loads (a decode step's chain: the
+// request's start, then its rows) and one copy kernel moving the step's bytes.
 // Counters: bytes moved (the descriptor's work count: inputs read once, the state rows read, the ring
 // rows and entries written), GB/s, the copy ceiling measured in this process, FLOPs.
 // Without a GPU the binary says so and exits 77 (skipped).
@@ -151,14 +151,19 @@ void BM_compressor_prefill(benchmark::State& state) {
   run_step(state, state.range(0), 1, state.range(2), {0}, false);
 }
 
-void BM_compressor_decode(benchmark::State& state) {
-  const int64_t ratio = state.range(0), batch = state.range(2), emit = state.range(3);
+// A decode step's positions: bs requests at random positions that complete a block or not.
+std::vector<int32_t> decode_starts(int64_t ratio, int64_t batch, bool emit) {
   Rng rng(7);
   std::vector<int32_t> starts(batch);
   // A token at p completes a block when p % ratio == ratio - 1.
   for (int32_t& s : starts)
     s = static_cast<int32_t>(rng.integer(1, 500) * ratio + (emit ? ratio - 1 : rng.integer(0, ratio - 2)));
-  run_step(state, ratio, batch, 1, starts, true);
+  return starts;
+}
+
+void BM_compressor_decode(benchmark::State& state) {
+  const int64_t ratio = state.range(0), batch = state.range(2);
+  run_step(state, ratio, batch, 1, decode_starts(ratio, batch, state.range(3) != 0), true);
 }
 
 void BM_empty_kernel(benchmark::State& state) { time_empty_kernel(state, pool().stream, launches_per_sample(0)); }
@@ -180,6 +185,18 @@ void time_copy_same_bytes(benchmark::State& state, CopyBy by) {
 void BM_copy_same_bytes(benchmark::State& state) { time_copy_same_bytes(state, CopyBy::kDriver); }
 void BM_copy_kernel_same_bytes(benchmark::State& state) { time_copy_same_bytes(state, CopyBy::kKernel); }
 
+// One copy kernel moving a decode step's bytes: with the dependent loads, its floor. An emitting
+// C128 step reads its requests' 128 ring rows (bs 256: 135 MB), which no chain of loads bounds.
+void BM_copy_kernel_same_bytes_decode(benchmark::State& state) {
+  Pool& p = pool();
+  const int64_t ratio = state.range(0), batch = state.range(2);
+  const double moved = step_work(ratio, batch, 1, decode_starts(ratio, batch, state.range(3) != 0)).bytes_moved;
+  time_device_copy(state, p.stream, p.copy_dst.data(), p.inputs.data(), p.copy_dst.bytes(), static_cast<size_t>(moved),
+                   launches_per_sample(moved), CopyBy::kKernel);
+  state.counters["bytes"] = moved;
+  state.counters["copy_ceiling_GBps"] = p.copy_ceiling_bytes_per_s * 1e-9;
+}
+
 BENCHMARK(BM_empty_kernel)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_dependent_loads)->ArgName("depth")->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_copy_same_bytes)
@@ -193,6 +210,10 @@ BENCHMARK(BM_copy_kernel_same_bytes)
 BENCHMARK(BM_compressor_prefill)
     ->ArgNames({"ratio", "dims", "tokens"})
     ->ArgsProduct({{4, 128}, {kDims}, {8192, 65536}})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
+BENCHMARK(BM_copy_kernel_same_bytes_decode)
+    ->ArgNames({"ratio", "dims", "bs", "emit"})
+    ->ArgsProduct({{4, 128}, {kDims}, {1, 8, 64, 256}, {0, 1}})
     ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_compressor_decode)
     ->ArgNames({"ratio", "dims", "bs", "emit"})

@@ -100,10 +100,28 @@ def check_unbound():
         fail("goals of a binary that is not there are not reported")
 
 
+def check_time_ratio_floors():
+    """A time_ratio goal's denominator is the largest time of `over` and its floors: an emitting
+    C128 compressor step is bounded by the copy of its bytes, not by its chain of loads."""
+    goal = {"text": "x", "measure": "time_ratio", "bound": 1.3, "benchmark": "BM_x/manual_time",
+            "over": "BM_chain/manual_time", "floors": ["BM_copy/manual_time"]}
+    by_name = {"BM_x/manual_time": {"name": "BM_x/manual_time", "median_us": 40.0},
+               "BM_chain/manual_time": {"name": "BM_chain/manual_time", "median_us": 2.0},
+               "BM_copy/manual_time": {"name": "BM_copy/manual_time", "median_us": 32.0}}
+    judged = goals.judge_binding("x", goal, {}, by_name["BM_x/manual_time"], by_name)
+    if judged["value"] != 1.25 or not judged["met"]:
+        fail(f"time_ratio over the larger of over (2 us) and the copy floor (32 us): 40 / 32, met; got {judged}")
+    by_name["BM_copy/manual_time"]["median_us"] = 1.0
+    judged = goals.judge_binding("x", goal, {}, by_name["BM_x/manual_time"], by_name)
+    if judged["value"] != 20.0 or judged["met"]:
+        fail(f"time_ratio over the chain (2 us) where it is the larger: 40 / 2, missed; got {judged}")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     check_unbound()
+    check_time_ratio_floors()
     components = dsv4h_components.load(sys.argv[1])
     with open(RECORD) as f:
         record = json.load(f)
