@@ -307,7 +307,8 @@ def merge(parts, out, commit, components_source=None):
         print(f"{b['name']:<58} {b['median_us']:10.2f} us  {b['GBps']:8.1f} GB/s"
               + (f"  {frac:6.1%} of copy" if frac is not None else ""))
     for g in report["goals"]:
-        floor = f"  (floor {g['floor']}{'' if g['floor_meets_goal'] else ', itself misses'})" if "floor" in g else ""
+        floor = (f"  (floor {g['floor']}{'' if g['floor_meets_goal'] else ', itself misses: judged within 1.1x of it'})"
+                 if "floor" in g else "")
         processes = f"  (processes {' '.join(str(v) for v in g['value_by_process'])})" if "value_by_process" in g else ""
         print(f"{'met ' if g['met'] else 'MISS'}  {g['goal']:<58} {g['value']}{floor}{processes}")
     failures = failures_of(report)

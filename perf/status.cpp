@@ -162,17 +162,35 @@ StatusVerdict joined_mutants(const std::map<std::string, MutantVerdict>& latest,
 }
 
 // The sanitizer runs launch every component's kernels (ci/gpu-suite sanitize): one verdict for all.
+// A run is clean (exit 0); a finding (exit 3, or errors counted); a test failing under a tool that
+// counted no error (exit 1, errors 0: the test's failure is the tests verdict's); or cut short (a
+// timeout's 124 or 137, with no error counted): the verdict is then incomplete, not failed.
 StatusVerdict sanitizer_of(const Record& r) {
   const json& runs = array_of(r.doc, "sanitizer");
   if (runs.empty()) return {};
   StatusVerdict v = verdict_from(r);
-  for (const json& s : runs)
-    if (!s.contains("exit") || s["exit"] != 0)
-      v.failures.push_back("compute-sanitizer " + text_of(s, "tool") + " " + text_of(s, "binary") + ": exit " +
-                           (s.contains("exit") ? s["exit"].dump() : "missing"));
+  int clean = 0, cut = 0, findings = 0;
+  for (const json& s : runs) {
+    const int exit = s.contains("exit") && s["exit"].is_number_integer() ? s["exit"].get<int>() : -1;
+    const bool counted = s.contains("errors") && s["errors"].is_number_integer();
+    const int64_t errors = counted ? s["errors"].get<int64_t>() : 0;
+    std::string run = "compute-sanitizer " + text_of(s, "tool") + " " + text_of(s, "binary");
+    if (!text_of(s, "shard").empty()) run += " shard " + text_of(s, "shard");
+    if (exit == 0 || (exit == 1 && counted && errors == 0)) {
+      ++clean;
+    } else if ((exit == 124 || exit == 137) && errors == 0) {
+      ++cut;
+      v.failures.push_back(run + ": cut short at its timeout (exit " + std::to_string(exit) + "), no error reported");
+    } else {
+      ++findings;
+      v.failures.push_back(run + ": exit " + (exit == -1 ? std::string("missing") : std::to_string(exit)) +
+                           (counted ? ", " + std::to_string(errors) + " errors" : ""));
+    }
+  }
   v.ok = v.failures.empty();
-  v.summary = (v.ok ? "clean in " : std::to_string(v.failures.size()) + " of ") + std::to_string(runs.size()) +
-              " runs (memcheck, racecheck)";
+  v.incomplete = findings == 0 && cut > 0;
+  v.summary = (v.ok ? "clean in " : std::to_string(clean) + " clean of ") + std::to_string(runs.size()) +
+              " runs (memcheck, racecheck)" + (cut ? ", " + std::to_string(cut) + " cut short" : "");
   return v;
 }
 

@@ -394,9 +394,9 @@ Component compressor_component() {
   d.gpu_tests = "CompressorGpu.*";
   d.bench_binary = "bench_compressor";
   // Issue 29's goals (ci/goals.py): prefill against the copy of the same bytes, decode against the
-  // larger of the dependent-load floor of its chain and one kernel copying its bytes (an emitting
-  // C128 step at bs 256 reads 135 MB: no chain of loads is its floor), every shape ahead of every
-  // peer (tests/peers/compressor.py).
+  // dependent-load floor of its chain, with one kernel copying its bytes as its floor (an emitting
+  // C128 step at bs 256 reads 135 MB: no kernel is within 1.3x of a chain of loads, and the goal
+  // becomes within 1.1x of that copy), every shape ahead of every peer (tests/peers/compressor.py).
   d.goals = R"json([
     {"text": "compressor prefill ratio={ratio} dims={dims} {tokens} tokens: >= {pct}% of copy bandwidth",
      "measure": "copy_fraction", "bound": "{need}",
@@ -404,7 +404,7 @@ Component compressor_component() {
      "floors": ["BM_copy_same_bytes/ratio:{ratio}/dims:{dims}/tokens:{tokens}/manual_time"],
      "each": [[{"ratio": 4}, {"ratio": 128}], [{"dims": 512}],
               [{"tokens": 65536, "need": 0.95, "pct": 95}, {"tokens": 8192, "need": 0.90, "pct": 90}]]},
-    {"text": "compressor decode ratio={ratio} bs={bs} emit={emit}: <= 1.3x its floor, the larger of its chain's dependent loads and a copy of its bytes",
+    {"text": "compressor decode ratio={ratio} bs={bs} emit={emit}: <= 1.3x the dependent-load floor of its chain",
      "measure": "time_ratio", "bound": 1.3,
      "benchmark": "BM_compressor_decode/ratio:{ratio}/dims:512/bs:{bs}/emit:{emit}/manual_time",
      "over": "BM_dependent_loads/depth:2/manual_time",

@@ -137,6 +137,29 @@ TEST(ReportStatus, AMutantNoRunCheckedMakesTheVerdictIncomplete) {
   EXPECT_NE(status_markdown(s).find("| mutants | **INCOMPLETE** caught 1/2"), std::string::npos);
 }
 
+// The sanitizer runs of 2026-12-06 on an H200: memcheck ran every test and counted no error, but a
+// test failed under it (exit 1); racecheck was cut short at its timeout. Neither is a finding: the
+// verdict is incomplete. A run that counted errors (exit 3) fails it.
+TEST(ReportStatus, SanitizerRunsCutShortAreIncompleteAndAFailedTestIsNoFinding) {
+  json record = old_suite();
+  record["sanitizer"] = {{{"tool", "memcheck"}, {"binary", "test_gpu"}, {"exit", 1}, {"errors", 0}},
+                         {{"tool", "racecheck"}, {"binary", "test_gpu"}, {"shard", "3/12"}, {"exit", 124}, {"errors", nullptr}},
+                         {{"tool", "racecheck"}, {"binary", "test_gpu_graph"}, {"exit", 0}}};
+  const std::string dir = testing::fresh_dir("status_sanitizer_cut");
+  write_json_file(dir + "/2026-12-02-aaaa111-synthetic.json", record);
+  StatusVerdict v = build_status(dir, kComponents, changed_after_old).components[0].sanitizer;
+  EXPECT_FALSE(v.ok);
+  EXPECT_TRUE(v.incomplete);
+  EXPECT_EQ(v.summary, "2 clean of 3 runs (memcheck, racecheck), 1 cut short");
+  EXPECT_EQ(v.failures, (std::vector<std::string>{
+                            "compute-sanitizer racecheck test_gpu shard 3/12: cut short at its timeout (exit 124), no error reported"}));
+  record["sanitizer"][0] = {{"tool", "memcheck"}, {"binary", "test_gpu"}, {"exit", 3}, {"errors", 2}};
+  write_json_file(dir + "/2026-12-02-aaaa111-synthetic.json", record);
+  v = build_status(dir, kComponents, changed_after_old).components[0].sanitizer;
+  EXPECT_FALSE(v.incomplete);
+  EXPECT_EQ(v.failures.front(), "compute-sanitizer memcheck test_gpu: exit 3, 2 errors");
+}
+
 // A later run of the tests and the perturb phase alone (its race mutants' runs, no mutant phase)
 // gives the race mutant its latest verdict and leaves the others to the record that ran the mutants.
 TEST(ReportStatus, ARecordWithoutTheMutantPhaseHoldsOnlyItsRaceMutantsVerdicts) {
