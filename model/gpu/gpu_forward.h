@@ -1,8 +1,8 @@
 // The tiny model's forward on the GPU (issue 31): a ModelBackend (model/backend.h) that runs a
 // RunPlan through the project's kernels and reports every op by the reference's names and shapes,
 // its outputs downloaded to host, so that bisection (harness/model/bisect.h) compares it with the
-// fp64 reference op by op. gpu_forward.cpp's header says which kernel runs which op and where the
-// layouts are adapted. CPU builds link no_gpu_forward.cpp, which opens none and says why.
+// fp64 reference op by op. forward_impl.h says which kernel runs which op and where the layouts
+// are adapted. CPU builds link no_gpu_forward.cpp, which opens none and says why.
 #pragma once
 
 #include <cstdint>
