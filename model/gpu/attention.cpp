@@ -46,7 +46,7 @@ GpuForward::Buf GpuForward::attention(int64_t layer, const std::string& p, const
   gpu::launch_head_rope(rope_args(kvn.as<uint16_t>(), latent.as<uint16_t>(), 1, 1, false), stream_);
   const int64_t swa_page_bytes = reference::model1_page_bytes(kSwaPageTokens);
   std::vector<int32_t> swa_slots(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) swa_slots[static_cast<size_t>(t)] = static_cast<int32_t>(kSwaPageTokens + first_pos + t);
+  for (int64_t t = 0; t < T; ++t) swa_slots[static_cast<size_t>(t)] = static_cast<int32_t>(cache.first_page * kSwaPageTokens + first_pos + t);
   uint8_t* swa = cache.swa.as<uint8_t>();
   store_model1(swa, cache.swa_pages, kSwaPageTokens, swa_page_bytes, latent.as<uint16_t>(), swa_slots);
   Buf cached;
@@ -65,9 +65,9 @@ GpuForward::Buf GpuForward::attention(int64_t layer, const std::string& p, const
     xf = device_array<float>(T * dim);
     gpu::launch_bf16_to_f32(x.as<uint16_t>(), T * dim, xf.as<float>(), stream_);
     compress(layer, p + "compressor.", kDims, xf, T, first_pos, cache.comp.as<uint8_t>(), cache.comp_pages * cache.comp_page_entries,
-             cache.comp_page_entries, cache.ring, cache.ring_out);
+             cache.first_page * cache.comp_page_entries, cache.ring_slot, cache.ring, cache.ring_out);
     std::vector<int32_t> slots;
-    for (int64_t j = cache.entries; j < visible_last; ++j) slots.push_back(static_cast<int32_t>(cache.comp_page_entries + j));
+    for (int64_t j = cache.entries; j < visible_last; ++j) slots.push_back(static_cast<int32_t>(cache.first_page * cache.comp_page_entries + j));
     Buf entries;
     gather_model1(cache.comp.as<uint8_t>(), cache.comp_pages, cache.comp_page_entries, cache.comp_page_bytes, slots, entries);
     report(p + "compress", {{"entries", {entries.as<void>(), Dtype::bf16, static_cast<int64_t>(slots.size()), kDims, kDims},
@@ -83,11 +83,11 @@ GpuForward::Buf GpuForward::attention(int64_t layer, const std::string& p, const
   const int64_t W = std::min(c_.index_topk, visible_last), topk = c_.index_topk;
   Buf page_slots;
   if (ratio == 4) {
-    const int64_t index_pages = 1 + cache.c4_pages, nI = c_.index_n_heads;
+    const int64_t index_pages = cache.index_pool_pages, nI = c_.index_n_heads;
     compress(layer, p + "indexer.compressor.", kIndexDims, xf, T, first_pos, cache.index.as<uint8_t>(),
-             index_pages * kC4PageEntries, kC4PageEntries, cache.index_ring, cache.index_ring_out);
+             index_pages * kC4PageEntries, cache.first_page * kC4PageEntries, cache.ring_slot, cache.index_ring, cache.index_ring_out);
     std::vector<int32_t> slots;
-    for (int64_t j = cache.index_entries; j < visible_last; ++j) slots.push_back(static_cast<int32_t>(kC4PageEntries + j));
+    for (int64_t j = cache.index_entries; j < visible_last; ++j) slots.push_back(static_cast<int32_t>(cache.first_page * kC4PageEntries + j));
     const int64_t n = static_cast<int64_t>(slots.size());
     Buf keys = device_array<float>(n * kIndexDims);
     const KvPoolBuffer index_pool{cache.index.as<uint8_t>(), 1, index_pages, kC4PageEntries, kC4PageEntries * kIndexerEntryBytes};
@@ -128,7 +128,7 @@ GpuForward::Buf GpuForward::attention(int64_t layer, const std::string& p, const
 
     std::vector<int32_t> table(static_cast<size_t>(T * cache.c4_pages));
     for (int64_t t = 0; t < T; ++t)
-      for (int64_t g = 0; g < cache.c4_pages; ++g) table[static_cast<size_t>(t * cache.c4_pages + g)] = static_cast<int32_t>(1 + g);
+      for (int64_t g = 0; g < cache.c4_pages; ++g) table[static_cast<size_t>(t * cache.c4_pages + g)] = static_cast<int32_t>(cache.first_page + g);
     const Buf page_table = upload(table);
     const int64_t width = cache.c4_pages * kC4PageEntries;
     Buf logits = device_array<float>(T * width), indices = device_array<int32_t>(T * topk);
@@ -177,7 +177,7 @@ GpuForward::Buf GpuForward::attention(int64_t layer, const std::string& p, const
   std::vector<int32_t> swa_indices(static_cast<size_t>(T * window), -1), swa_lengths(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) {
     const int64_t pos = first_pos + t, from = std::max<int64_t>(0, pos - window + 1);
-    for (int64_t s = from; s <= pos; ++s) swa_indices[static_cast<size_t>(t * window + s - from)] = static_cast<int32_t>(kSwaPageTokens + s);
+    for (int64_t s = from; s <= pos; ++s) swa_indices[static_cast<size_t>(t * window + s - from)] = static_cast<int32_t>(cache.first_page * kSwaPageTokens + s);
     swa_lengths[static_cast<size_t>(t)] = static_cast<int32_t>(pos - from + 1);
   }
   const Buf d_swa_indices = upload(swa_indices), d_swa_lengths = upload(swa_lengths);
@@ -190,7 +190,7 @@ GpuForward::Buf GpuForward::attention(int64_t layer, const std::string& p, const
     std::vector<int32_t> idx(static_cast<size_t>(T * width), -1), len(static_cast<size_t>(T));
     for (int64_t t = 0; t < T; ++t) {
       const int64_t n = (first_pos + t + 1) / 128;
-      for (int64_t j = 0; j < n; ++j) idx[static_cast<size_t>(t * width + j)] = static_cast<int32_t>(cache.comp_page_entries + j);
+      for (int64_t j = 0; j < n; ++j) idx[static_cast<size_t>(t * width + j)] = static_cast<int32_t>(cache.first_page * cache.comp_page_entries + j);
       len[static_cast<size_t>(t)] = static_cast<int32_t>(n);
     }
     d_extra_indices = upload(idx), d_extra_lengths = upload(len);

@@ -36,6 +36,12 @@ class DeviceBytes : public DeviceBuffer {
   T* as() const {
     return static_cast<T*>(data());
   }
+  // A view of `owner`'s memory, never freed by the view: a request's share of a batch's pools.
+  static DeviceBytes view(const DeviceBytes& owner) {
+    DeviceBytes v;
+    static_cast<DeviceBuffer&>(v) = DeviceBuffer::view_of(owner);
+    return v;
+  }
 };
 
 template <typename T>

@@ -51,6 +51,12 @@ void GpuForward::run(const RunPlan& plan, OpObserver& observer) const {
   }
   if (c_.n_mtp_layers > 1) fail("only MTP block 0 runs (n_mtp_layers " + std::to_string(c_.n_mtp_layers) + ")");
   observer_ = &observer;
+  if (options_.decode != DecodeMode::per_request) {
+    run_batched(plan);
+    DSV4H_HIP_CHECK(hipStreamSynchronize(stream_));
+    observer_ = nullptr;
+    return;
+  }
   for (int64_t r = 0; r < R; ++r) {
     const int64_t capacity = static_cast<int64_t>(plan.tokens[static_cast<size_t>(r)].size());
     RequestPools state;

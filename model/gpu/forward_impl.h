@@ -61,17 +61,22 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "device_data.h"
 #include "gpu_forward.h"
+#include "model/decode_batch.h"
 
 #if defined(DSV4H_GPU_NVIDIA)
 #include "harness/gpu/cublas_library.h"
 #endif
 
 namespace dsv4h::model::gpu {
+
+struct BatchPools;  // decode_graph.h
+class DecodeBucket;
 
 // One output of an op: how to read it, and how to write an observer's change back (null: it
 // cannot be, and a change is an error naming the op).
@@ -83,10 +88,16 @@ struct ReportedOutput {
   std::function<RowMatrix()> read = nullptr;  // where the host value is not the view's (e.g. scaled codes)
 };
 
-// One attention layer's device state for one request: its pools, and its compressors' rings.
+// One attention layer's device state for one request: its pools, and its compressors' rings. A
+// request's own pools (new_layer) hold it from page 1 and ring 1 (page 0 and ring 0 are the sink
+// and the padding's); a batch's shared pools (decode_graph.h) hold request slot q from page
+// first_page = 1 + q * pages and ring 1 + q, the buffers then views of the batch's.
 struct LayerState {
   int64_t ratio = 0, length = 0, entries = 0, index_entries = 0;
-  int64_t swa_pages = 0, comp_pages = 0, comp_page_entries = 0, comp_page_bytes = 0, c4_pages = 0;
+  int64_t swa_pages = 0, comp_pages = 0, comp_page_entries = 0, comp_page_bytes = 0;
+  int64_t c4_pages = 0;          // the request's page table: C4 (indexer) pages first_page ..
+  int64_t index_pool_pages = 0;  // pages of the indexer pool
+  int64_t first_page = 1, ring_slot = 1;
   DeviceBytes swa, comp, index;
   DeviceBytes ring, ring_out, index_ring, index_ring_out;
 };
@@ -132,14 +143,43 @@ class GpuForward : public ModelBackend {
   Buf moe(int64_t layer, const std::string& p, const Buf& x, int64_t T, const Buf& tokens) const;
   Buf head(const Buf& h, int64_t T, const std::string& p) const;
   // The compressor of `p` ("...compressor.") over the call's x (fp32): the entries the call's
-  // tokens complete into `pool` (entry j at slot page_entries + j), the ring carried on.
+  // tokens complete into `pool` (entry j at slot first_slot + j), the ring (ring_slot's rows of
+  // `ring`) carried on in place.
   void compress(int64_t layer, const std::string& p, int64_t dims, const Buf& xf, int64_t T, int64_t first_pos, uint8_t* pool,
-                int64_t pool_slots, int64_t page_entries, Buf& ring, Buf& ring_out) const;
+                int64_t pool_slots, int64_t first_slot, int64_t ring_slot, Buf& ring, Buf& ring_out) const;
   LayerState new_layer(int64_t layer, int64_t capacity) const;
   void store_model1(uint8_t* pool, int64_t pages, int64_t page_entries, int64_t page_bytes, const uint16_t* rows,
                     const std::vector<int32_t>& slots) const;
   void gather_model1(uint8_t* pool, int64_t pages, int64_t page_entries, int64_t page_bytes, const std::vector<int32_t>& slots,
                      Buf& out) const;
+
+  // The batched decode (decode_graph.h). decode_graph.cpp: the driver, the shared pools, the
+  // buckets' capture and the reports after each step.
+  void run_batched(const RunPlan& plan) const;
+  // What the batched step assumes of the config (the metadata's window of 128, one MTP block).
+  void require_batched_config() const;
+  BatchPools new_batch_pools(const SharedPoolLayout& layout) const;
+  LayerState request_view(BatchPools& pools, int64_t layer, int64_t request) const;
+  std::unique_ptr<DecodeBucket> new_bucket(int64_t rows, const BatchPools& pools) const;
+  void set_inputs(DecodeBucket& b, const DecodeStepInputs& in) const;
+  void report_step(DecodeBucket& b, const BatchPools& pools, const std::vector<DecodeRow>& rows, int64_t step) const;
+  // decode_step.cpp and decode_attention.cpp: the step's launch sequence, every buffer the
+  // bucket's, every index made on the device. `op` "": not reported.
+  void decode_step(DecodeBucket& b, const BatchPools& pools) const;
+  void* step_linear(DecodeBucket& b, const void* x, int64_t rows, const std::string& weight_name, Dtype out, float alpha,
+                    const std::string& op, const char* output = "y") const;
+  uint16_t* step_norm(DecodeBucket& b, const uint16_t* x, int64_t rows, int64_t dim, const std::string& weight_name,
+                      const std::string& op) const;
+  uint16_t* step_embed(DecodeBucket& b, const int32_t* tokens, int64_t copies, const std::string& op) const;
+  uint16_t* step_block(DecodeBucket& b, const BatchPools& pools, int64_t layer, const std::string& p, const uint16_t* h,
+                       const int32_t* tokens) const;
+  uint16_t* step_attention(DecodeBucket& b, const BatchPools& pools, int64_t layer, const std::string& p, const uint16_t* x) const;
+  uint16_t* step_moe(DecodeBucket& b, int64_t layer, const std::string& p, const uint16_t* x, const int32_t* tokens) const;
+  void step_head(DecodeBucket& b, const uint16_t* h, const std::string& p) const;
+  // One compressor of a step: every row's token into its ring (rows of extend 0 process none), the
+  // entries completed at `out_loc` of `pool`.
+  void step_compress(DecodeBucket& b, int64_t layer, const std::string& p, int64_t dims, const float* xf, uint8_t* pool,
+                     int64_t pool_slots, const int32_t* out_loc, DeviceBytes& ring, DeviceBytes& ring_out) const;
 
   const ReferenceModel& model_;
   const ModelConfig& c_;

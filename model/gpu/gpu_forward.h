@@ -15,11 +15,24 @@
 
 namespace dsv4h::model {
 
+// How decode steps run. per_request: each request's calls one after another, indices made on the
+// host (the first version). batched_eager and batched_graph: every request prefilled on its own
+// into the batch's shared pools, then each decode step of the requests still running as one batch
+// through one launch sequence with no host work inside (the step's metadata built on the device by
+// kernels/attn_metadata.h), eagerly or replayed from the graph captured for its bucket
+// (decode_batch.h's buckets up to max_batch, padding rows beyond the real ones). Ops are reported
+// after each step, each real row as its request's call.
+enum class DecodeMode { per_request, batched_eager, batched_graph };
+
 struct GpuForwardOptions {
   // The MoE as `expert_ranks` expert-parallel ranks simulated on the one GPU: rank r runs the
   // filtered MoE with its n_routed_experts / expert_ranks local experts (the rest filtered), and the
   // ranks' partial outputs are summed (the all-reduce). 1: every expert local.
   int64_t expert_ranks = 1;
+  DecodeMode decode = DecodeMode::per_request;
+  // The largest bucket of a batched decode (its buckets: decode_buckets(max_batch)); a plan with
+  // more requests is std::invalid_argument.
+  int64_t max_batch = 8;
 };
 
 // The reference options the GPU forward is compared with: the indexer's keys and queries are

@@ -38,7 +38,8 @@ LayerState GpuForward::new_layer(int64_t layer, int64_t capacity) const {
   if (s.ratio == 4) {
     // The indexer's pages: every row's page table is 1 .. c4_pages, at least one page.
     s.c4_pages = std::max<int64_t>(1, (entries + kC4PageEntries - 1) / kC4PageEntries);
-    s.index = DeviceBytes(static_cast<size_t>((1 + s.c4_pages) * kC4PageEntries * kIndexerEntryBytes));
+    s.index_pool_pages = 1 + s.c4_pages;
+    s.index = DeviceBytes(static_cast<size_t>(s.index_pool_pages * kC4PageEntries * kIndexerEntryBytes));
     clean_rings(4, static_cast<int>(kIndexDims), s.index_ring, s.index_ring_out);
   }
   return s;
@@ -70,7 +71,7 @@ void GpuForward::gather_model1(uint8_t* pool, int64_t pages, int64_t page_entrie
 }
 
 void GpuForward::compress(int64_t layer, const std::string& p, int64_t dims, const Buf& xf, int64_t T, int64_t first_pos,
-                          uint8_t* pool, int64_t pool_slots, int64_t page_entries, Buf& ring, Buf& ring_out) const {
+                          uint8_t* pool, int64_t pool_slots, int64_t first_slot, int64_t ring_slot, Buf& ring, Buf& ring_out) const {
   const int64_t ratio = c_.compress_ratios[layer];
   const int64_t width = reference::compressor_series(static_cast<int>(ratio)) * dims;
   Buf kv = device_array<float>(T * width), score = device_array<float>(T * width);
@@ -79,11 +80,11 @@ void GpuForward::compress(int64_t layer, const std::string& p, int64_t dims, con
   std::vector<int32_t> out_loc(static_cast<size_t>(T), 0);  // slot 0: the dummy of a token that completes no entry
   for (int64_t t = 0; t < T; ++t) {
     const int64_t pos = first_pos + t;
-    if ((pos + 1) % ratio == 0) out_loc[static_cast<size_t>(t)] = static_cast<int32_t>(page_entries + (pos + 1) / ratio - 1);
+    if ((pos + 1) % ratio == 0) out_loc[static_cast<size_t>(t)] = static_cast<int32_t>(first_slot + (pos + 1) / ratio - 1);
   }
   const Buf start = upload(std::vector<int32_t>{static_cast<int32_t>(first_pos)});
   const Buf extend = upload(std::vector<int32_t>{static_cast<int32_t>(T)});
-  const Buf ring_index = upload(std::vector<int32_t>{1});
+  const Buf ring_index = upload(std::vector<int32_t>{static_cast<int32_t>(ring_slot)});
   const Buf loc = upload(out_loc);
   // The kernel writes only the rows of the step's last tokens into ring_out: the rest carried over.
   DSV4H_HIP_CHECK(hipMemcpyAsync(ring_out.as<void>(), ring.as<void>(), ring.bytes(), hipMemcpyDeviceToDevice, stream_));
@@ -105,8 +106,9 @@ void GpuForward::compress(int64_t layer, const std::string& p, int64_t dims, con
   a.tokens = T;
   a.pool_slots = pool_slots;
   launch_compressor(a, stream_);
+  // The state stays in `ring` (a batch's graph reads it there: its pointers are fixed at capture).
+  DSV4H_HIP_CHECK(hipMemcpyAsync(ring.as<void>(), ring_out.as<void>(), ring.bytes(), hipMemcpyDeviceToDevice, stream_));
   DSV4H_HIP_CHECK(hipStreamSynchronize(stream_));  // the step's inputs are freed on return
-  std::swap(ring, ring_out);
 }
 
 }  // namespace dsv4h::model::gpu
