@@ -220,7 +220,10 @@ void GpuForward::decode_step(DecodeBucket& b, const BatchPools& pools) const {
 #if defined(DSV4H_MUTANT_MODEL_MTP_ZERO_PAD)
   // Review finding 3's padding (spec 7): the block's per-request input taken as one row and padded
   // to the step's rows with 0 (_pad_tensor_to_size(value=0)) instead of every row its own.
-  if (B > 1) DSV4H_HIP_CHECK(hipMemsetAsync(b.next_tokens.as<int32_t>() + 1, 0, static_cast<size_t>(B - 1) * sizeof(int32_t), stream_));
+  const int32_t* zeros = b.constant(std::vector<int32_t>(static_cast<size_t>(B), 0));
+  if (B > 1)
+    DSV4H_HIP_CHECK(hipMemcpyAsync(b.next_tokens.as<int32_t>() + 1, zeros, static_cast<size_t>(B - 1) * sizeof(int32_t),
+                                   hipMemcpyDeviceToDevice, stream_));
 #endif
   const uint16_t* e = step_embed(b, next, 1, p + "embed");
   const uint16_t* en = step_norm(b, e, B, dim, p + "enorm.weight", p + "enorm");
