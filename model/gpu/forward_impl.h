@@ -40,11 +40,14 @@
 //   the reference's cache_qdq is that same pack and unpack, so kv_cache reports the unpacked pool.
 // - The indexer's keys and queries are fp8 (the indexer kernels' format), not the reference's FP4
 //   simulation: the reference it is compared with is built with gpu_forward_reference_options().
-// - Pools are per request and per layer, slot = page * entries_a_page + entry with page 0 left
-//   empty (the stores' sink and the compressor's dummy slot 0): SWA latents of position p at slot
-//   256 + p (pages of 256), C4 entry j at 64 + j (the C4 page table of every row is 1, 2, ...),
-//   C128 entry j at 2 + j. So the window's and C128's indices are made on the host per call, and
-//   C4's come from the indexer's top-k through its page table (launch_indexer_page_slots).
+// - Pools are per layer, slot = page * entries_a_page + entry with page 0 left empty (the stores'
+//   sink and the compressor's dummy slot 0), a request's pages from its first_page on: SWA latents
+//   of position p at slot first_page * 256 + p (pages of 256), C4 entry j at first_page * 64 + j
+//   (the C4 page table of every row is first_page, first_page + 1, ...), C128 entry j at
+//   first_page * 2 + j; first_page is 1 in a request's own pools. Here the window's and C128's
+//   indices are made on the host per call, and C4's come from the indexer's top-k through its page
+//   table (launch_indexer_page_slots); the batched decode (decode_graph.h) makes them all on the
+//   device from the step's metadata, in pools a batch's requests share.
 //
 // Observers may change an op's outputs (fault injection, model/fault_injection.h): the forward
 // then writes them back to the device and goes on from them. The outputs read back from a pool
@@ -53,9 +56,9 @@
 // one is an error naming the op. Inputs are not reported (OpInput lists are empty): the trace and
 // bisection need the outputs only.
 //
-// Not yet: a batch of requests in one forward (requests run one after another, each its own
-// calls, as model/backend.h allows), decode captured as a graph per bucket, and any attention to
-// speed (per-call allocations, host-made indices). Each is a follow-up of issue 31.
+// Not yet: a batched prefill (prefills run request by request, as model/backend.h allows; decode
+// steps are batched and graph-replayed with DecodeMode::batched_graph, decode_graph.h), and any
+// attention to the per-request path's speed (per-call allocations, host-made indices).
 #pragma once
 
 #include <cstdint>
