@@ -237,6 +237,7 @@ void GpuForward::decode_step(DecodeBucket& b, const BatchPools& pools) const {
   b.record(p + "input", {{"h", {x, Dtype::bf16, B, hc * dim, hc * dim}}});
   const uint16_t* out = step_block(b, pools, c_.n_layers, p, x, next);
   step_head(b, out, p);
+  if (options_.in_step) options_.in_step(static_cast<void*>(stream_));
 }
 
 }  // namespace dsv4h::model::gpu

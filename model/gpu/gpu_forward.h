@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -33,6 +34,9 @@ struct GpuForwardOptions {
   // The largest bucket of a batched decode (its buckets: decode_buckets(max_batch)); a plan with
   // more requests is std::invalid_argument.
   int64_t max_batch = 8;
+  // Called with the stream (a hipStream_t) at the end of every run of the batched decode step's
+  // launch sequence, inside its capture too: the capture guard's test puts a host sync there.
+  std::function<void(void* stream)> in_step;
 };
 
 // The reference options the GPU forward is compared with: the indexer's keys and queries are

@@ -56,9 +56,12 @@ model::RunPlan ragged_plan(int64_t vocab) {
   return plan;
 }
 
-TEST(ModelMutant, CaughtAndNamed) {
+// Parameterised by the mutant's name, so that each binary's test is named after its mutant.
+class ModelMutant : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ModelMutant, CaughtAndNamed) {
   DSV4H_GPU_OR_SKIP(gpu);
-  const std::string mutant = DSV4H_MODEL_MUTANT;
+  const std::string mutant = GetParam();
   const auto it = std::find_if(std::begin(kExpectations), std::end(kExpectations),
                                [&](const Expectation& e) { return mutant == e.mutant; });
   ASSERT_NE(it, std::end(kExpectations)) << "no expectation for model mutant " << mutant;
@@ -92,6 +95,9 @@ TEST(ModelMutant, CaughtAndNamed) {
   ASSERT_TRUE(result.first.has_value()) << mutant << " survived: no op over its budget\n" << table;
   EXPECT_EQ(result.ops[*result.first].op, it->first_op) << mutant << " caught at another op\n" << table;
 }
+
+INSTANTIATE_TEST_SUITE_P(Model, ModelMutant, ::testing::Values(std::string(DSV4H_MODEL_MUTANT)),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace
 }  // namespace dsv4h

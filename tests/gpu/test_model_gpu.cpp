@@ -10,12 +10,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "gpu_env.h"
 #include "harness/case_file.h"
+#include "harness/gpu/device_tensor.h"
 #include "harness/model/bisect.h"
 #include "model/fault_injection.h"
 #include "model/gpu/gpu_forward.h"
@@ -214,6 +217,35 @@ TEST(ModelGraphGpu, ReplayEqualsEagerLaunches) {
         }
       }
   EXPECT_GT(compared, 0);
+}
+
+// The capture guard (harness/gpu/device_tensor.h's CaptureScope, a global-mode capture): a host
+// synchronisation, a synchronous copy or an allocation inside the decode step fails its capture
+// loudly, naming the capture and the cause, never a graph that silently replays less.
+TEST(ModelGraphGpu, CaptureFailsOnAHostSyncInsideTheStep) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  const std::vector<std::pair<std::string, std::function<void(void*)>>> offences = {
+      {"StreamCapture", [](void* s) { DSV4H_HIP_CHECK(hipStreamSynchronize(static_cast<hipStream_t>(s))); }},
+      {"StreamCapture", [](void*) {
+         static DeviceBuffer scalar(4);  // allocated outside the capture (the first, eager run)
+         int32_t host = 0;               // the .item() of review finding 1
+         DSV4H_HIP_CHECK(hipMemcpy(&host, scalar.data(), 4, hipMemcpyDeviceToHost));
+       }},
+      {"hipMalloc", [](void*) { DeviceBuffer scratch(1024); }},
+  };
+  for (const auto& [cause, offence] : offences) {
+    model::GpuForwardOptions options = batched(model::DecodeMode::batched_graph);
+    options.in_step = offence;
+    try {
+      bisect_gpu({5, 1, 2, 512, 15}, options);
+      FAIL() << "the decode step's capture accepted an offence (" << cause << ")";
+    } catch (const std::runtime_error& e) {
+      const std::string what = e.what();
+      std::printf("capture refused as it must: %s\n", what.c_str());
+      EXPECT_NE(what.find("graph capture of the model's decode step"), std::string::npos) << what;
+      EXPECT_TRUE(what.find(cause) != std::string::npos || what.find("failed at hipStreamEndCapture") != std::string::npos) << what;
+    }
+  }
 }
 
 // More requests than the largest bucket is refused, naming max_batch.
