@@ -1,7 +1,8 @@
-// The tiny model's GPU forward (issue 31), first version: correctness, request by request. The
-// class; its members live by purpose in setup.cpp (weights, cuBLAS), op_plumbing.cpp (reporting,
-// GEMMs, norms), pools.cpp (per-request pools, stores, compressors), attention.cpp, moe.cpp,
-// block.cpp (embedding, mHC around attention and FFN, head) and driver.cpp (calls and requests).
+// The tiny model's GPU forward (issue 31): the class. Its members live by purpose in setup.cpp
+// (weights, cuBLAS), op_plumbing.cpp (reporting, GEMMs, norms), pools.cpp (per-request pools,
+// stores, compressors), attention.cpp, moe.cpp, block.cpp (embedding, mHC around attention and
+// FFN, head) and driver.cpp (calls and requests), and the batched decode's in decode_*.cpp
+// (decode_graph.h).
 //
 // What runs each op (the reference's names, model/attention.h and block.h):
 //   embed, mtp.M.embed          glue: a row gather of the bf16 table (glue_kernels.hip)
@@ -156,8 +157,8 @@ class GpuForward : public ModelBackend {
   void gather_model1(uint8_t* pool, int64_t pages, int64_t page_entries, int64_t page_bytes, const std::vector<int32_t>& slots,
                      Buf& out) const;
 
-  // The batched decode (decode_graph.h). decode_graph.cpp: the driver, the shared pools, the
-  // buckets' capture and the reports after each step.
+  // The batched decode (decode_graph.h). decode_graph.cpp: the driver, the shared pools and the
+  // buckets' capture; decode_report.cpp: the report after each step.
   void run_batched(const RunPlan& plan) const;
   // What the batched step assumes of the config (the metadata's window of 128, one MTP block).
   void require_batched_config() const;
