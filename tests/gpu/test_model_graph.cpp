@@ -35,9 +35,9 @@ model::GpuForwardOptions batched(model::DecodeMode mode) {
   return options;
 }
 
-// Prompts ending before and after a C4 block and past C128's first entry; 7 requests: buckets 8,
-// 4, 2 and 1 all replayed, most of them partly filled.
-const ModelCase kBatchedCases[] = {{5, 2, 7, 512, 11}, {126, 1, 3, 512, 12}, {64, 3, 5, 16, 13}};
+// Prompts ending before and after a C4 block and past C128's first entry, the indexer truncating;
+// 8 requests: every batch from 8 down to 1 replayed (buckets 8, 4, 2 and 1, full and partly filled).
+const ModelCase kBatchedCases[] = {{5, 2, 8, 512, 11}, {126, 1, 3, 512, 12}, {64, 3, 5, 16, 13}};
 
 TEST(ModelGraphGpu, BatchedDecodeWithinItsBudgets) {
   DSV4H_GPU_OR_SKIP(gpu);
