@@ -4,9 +4,11 @@
 // one op perturbed (model_bisect.h); `dsv4h verify --component model` runs the reference's
 // self-consistency checks and the bisection of a batch-ordered run. With --backend gpu both run
 // the GPU forward (model/gpu/gpu_forward.h) instead and bisect it against the reference: exit 1
-// naming the first op over its budget. --backend auto stays on the reference for now (the GPU
+// naming the first op over its budget; verify bisects it twice, request by request and with its
+// decode steps batched and replayed from the graphs captured per bucket (model/gpu/decode_graph.h). --backend auto stays on the reference for now (the GPU
 // forward's first version is checked on request). The model is no registered component yet: a
 // component needs its GPU launcher and golden fixtures (the generic GPU tests run every one).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -195,33 +197,44 @@ bool gpu_requested(const Args& args) { return args.get("--backend", "auto") == "
 
 // The GPU forward of `m` on the harness's device (opened first: it picks the device), or a usage
 // error saying why there is none.
-std::unique_ptr<model::ModelBackend> open_model_gpu(const model::ReferenceModel& m) {
+std::unique_ptr<model::ModelBackend> open_model_gpu(const model::ReferenceModel& m, const model::GpuForwardOptions& options = {}) {
   std::string why_not;
   if (!open_gpu_backend(why_not)) throw UsageError("--backend gpu: " + why_not);
-  std::unique_ptr<model::ModelBackend> gpu = model::open_gpu_forward(m, {}, why_not);
+  std::unique_ptr<model::ModelBackend> gpu = model::open_gpu_forward(m, options, why_not);
   if (!gpu) throw UsageError("--backend gpu: " + why_not);
   return gpu;
 }
 
-// verify --backend gpu: a case's GPU forward bisected against the reference.
-bool bisect_gpu(const model::ReferenceModel& m, const Case& c, std::vector<std::string>& lines, nlohmann::json& checks) {
+// One GPU forward of the case, with `options`, bisected against the reference.
+bool bisect_gpu_run(const model::ReferenceModel& m, const Case& c, const model::GpuForwardOptions& options, const std::string& what,
+                    std::vector<std::string>& lines, nlohmann::json& checks) {
   const model::RunPlan plan = case_plan(c, m.config().vocab_size);
   model::Trace candidate;
   model::TraceRecorder recorder(candidate);
-  open_model_gpu(m)->run(plan, recorder);
+  open_model_gpu(m, options)->run(plan, recorder);
   const BisectResult result = bisect(m, plan, candidate);
   const OpError* most = nullptr;
   for (const OpError& e : result.ops)
     if (!most || e.used() > most->used()) most = &e;
   char line[512];
-  std::snprintf(line, sizeof(line), "  bisection of the GPU forward: %zu ops, %s (most of a budget used: %.3g, %s)%s%s",
-                result.ops.size(), result.passed() ? "all within budget" : "OVER BUDGET", most ? most->used() : 0.0,
+  std::snprintf(line, sizeof(line), "  bisection of %s: %zu ops, %s (most of a budget used: %.3g, %s)%s%s",
+                what.c_str(), result.ops.size(), result.passed() ? "all within budget" : "OVER BUDGET", most ? most->used() : 0.0,
                 most ? most->op.c_str() : "-", result.first ? "; first divergent op: " : "",
                 result.first ? result.ops[*result.first].op.c_str() : "");
   lines.push_back(line);
   if (!result.aborted.empty()) lines.push_back("  the teacher-forced run stopped: " + result.aborted);
-  checks.push_back({{"check", "bisection of the GPU forward"}, {"passed", result.passed()}, {"bisection", bisect_json(result)}});
+  checks.push_back({{"check", "bisection of " + what}, {"passed", result.passed()}, {"bisection", bisect_json(result)}});
   return result.passed();
+}
+
+// verify --backend gpu: a case's GPU forward bisected against the reference, request by request,
+// and with its decode steps batched and replayed from the graphs captured per bucket.
+bool bisect_gpu(const model::ReferenceModel& m, const Case& c, std::vector<std::string>& lines, nlohmann::json& checks) {
+  model::GpuForwardOptions replayed;
+  replayed.decode = model::DecodeMode::batched_graph;
+  replayed.max_batch = std::max<int64_t>(8, c.integer("batch"));
+  const bool per_request = bisect_gpu_run(m, c, {}, "the GPU forward", lines, checks);
+  return bisect_gpu_run(m, c, replayed, "the graph-replayed decode", lines, checks) && per_request;
 }
 
 const std::vector<std::string> kVerifyCases = {

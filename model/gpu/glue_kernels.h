@@ -18,12 +18,14 @@ void launch_bf16_to_f32(const uint16_t* in, int64_t n, float* out, hipStream_t s
 
 // Per (row t, head h < heads) of x [T, heads, 512] (row stride in_stride): optionally the head's
 // RMS norm without weight (q's), then the interleaved rope of its last 64 dims at position
-// first_pos + t by `freqs`, in fp64, rounded once to bf16 into out [T, out_heads, 512] (row stride
-// out_heads * 512); heads [heads, out_heads) of out are zeros (sparse attention's padding to 16).
+// first_pos + t (or positions[t] where given: a batch's rows, read on the device) by `freqs`, in
+// fp64, rounded once to bf16 into out [T, out_heads, 512] (row stride out_heads * 512); heads
+// [heads, out_heads) of out are zeros (sparse attention's padding to 16).
 struct HeadRopeArgs {
   const uint16_t* x;
   uint16_t* out;
   int64_t T, heads, out_heads, first_pos;
+  const int32_t* positions;
   bool norm;
   double eps;
   double freqs[32];

@@ -77,7 +77,8 @@ __global__ void head_rope_kernel(HeadRopeArgs a) {
     v0 *= r, v1 *= r;
   }
   if (k0 >= 512 - 64) {  // the rope slice: pair i = (k0 - 448) / 2 of the last 64 dims
-    const double angle = static_cast<double>(a.first_pos + t) * a.freqs[(k0 - 448) / 2];
+    const int64_t position = a.positions ? a.positions[t] : a.first_pos + t;
+    const double angle = static_cast<double>(position) * a.freqs[(k0 - 448) / 2];
     const double c = cos(angle), s = sin(angle), re = v0, im = v1;
     v0 = re * c - im * s;
     v1 = re * s + im * c;

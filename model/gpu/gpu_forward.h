@@ -1,11 +1,12 @@
 // The tiny model's forward on the GPU (issue 31): a ModelBackend (model/backend.h) that runs a
 // RunPlan through the project's kernels and reports every op by the reference's names and shapes,
 // its outputs downloaded to host, so that bisection (harness/model/bisect.h) compares it with the
-// fp64 reference op by op. gpu_forward.cpp's header says which kernel runs which op and where the
-// layouts are adapted. CPU builds link no_gpu_forward.cpp, which opens none and says why.
+// fp64 reference op by op. forward_impl.h says which kernel runs which op and where the layouts
+// are adapted. CPU builds link no_gpu_forward.cpp, which opens none and says why.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -15,11 +16,27 @@
 
 namespace dsv4h::model {
 
+// How decode steps run. per_request: each request's calls one after another, indices made on the
+// host (the first version). batched_eager and batched_graph: every request prefilled on its own
+// into the batch's shared pools, then each decode step of the requests still running as one batch
+// through one launch sequence with no host work inside (the step's metadata built on the device by
+// kernels/attn_metadata.h), eagerly or replayed from the graph captured for its bucket
+// (decode_batch.h's buckets up to max_batch, padding rows beyond the real ones). Ops are reported
+// after each step, each real row as its request's call.
+enum class DecodeMode { per_request, batched_eager, batched_graph };
+
 struct GpuForwardOptions {
   // The MoE as `expert_ranks` expert-parallel ranks simulated on the one GPU: rank r runs the
   // filtered MoE with its n_routed_experts / expert_ranks local experts (the rest filtered), and the
   // ranks' partial outputs are summed (the all-reduce). 1: every expert local.
   int64_t expert_ranks = 1;
+  DecodeMode decode = DecodeMode::per_request;
+  // The largest bucket of a batched decode (its buckets: decode_buckets(max_batch)); a plan with
+  // more requests is std::invalid_argument.
+  int64_t max_batch = 8;
+  // Called with the stream (a hipStream_t) at the end of every run of the batched decode step's
+  // launch sequence, inside its capture too: the capture guard's test puts a host sync there.
+  std::function<void(void* stream)> in_step;
 };
 
 // The reference options the GPU forward is compared with: the indexer's keys and queries are
