@@ -74,17 +74,5 @@ TEST(ModelGpuBisection, NamesTheInjectedOp) {
   }
 }
 
-// An output the GPU forward cannot write back (fp8 codes with scales) is an error naming the op,
-// never a silently unperturbed run.
-TEST(ModelGpuBisection, AnUnwritableOutputIsAnError) {
-  DSV4H_GPU_OR_SKIP(gpu);
-  try {
-    bisect_gpu({9, 1, 1, 512, 8}, {}, "layers.1.attn.indexer.q");
-    FAIL() << "a changed indexer.q went unnoticed";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("layers.1.attn.indexer.q"), std::string::npos) << e.what();
-  }
-}
-
 }  // namespace
 }  // namespace dsv4h
