@@ -21,18 +21,18 @@
 //   candidate, summed in the candidates' order, exactly as reference/compressor.cpp does (max
 //   first, then sum and acc in order): the pooled value differs from the reference's only by the
 //   two libraries' exp.
-// - C128: an entry's 128 tokens are 8 groups of 16, a group 128 threads of 4 channels that load
-//   all 32 of their rows' pieces at once (512 bytes in flight a thread; 160 registers, 3 blocks
-//   and ~190 KB in flight an SM) and pool them two-pass like C4. On NVIDIA a group is a block and an entry's 8 blocks a cluster (sm_90): the entry's
-//   65536 fp64 exponentials run on up to 8 SMs instead of one (one SM's fp64 rate makes them ~13 us
-//   alone, the whole of a decode step's budget many times over), and at 8K tokens the 64 entries
-//   fill the GPU (512 blocks) where one block an entry would leave half the SMs idle. The groups
-//   merge through distributed shared memory: each publishes its maxima, scales its sums by
-//   exp(its maximum - the overall one), and block 0 adds the scaled sums in group order. Elsewhere
-//   (AMD: no clusters) the 8 groups are one 1024-thread block merging the same way through shared
-//   memory, in the same order. The order depends on a candidate's place in the block only, never
-//   on whether it comes from the step's rows or the ring, so prefill, chunked prefill and decode
-//   stay equal bit for bit.
+// - C128: an entry's 128 tokens are 8 groups of 16, a group 128 threads of 4 channels that load all
+//   32 of their rows' pieces at once (512 bytes in flight a thread; 160 registers, 3 blocks and
+//   ~190 KB in flight an SM) and pool them two-pass like C4. On NVIDIA a group is a block and an
+//   entry's 8 blocks a cluster (sm_90): the entry's 65536 fp64 exponentials run on up to 8 SMs
+//   instead of one (one SM's fp64 rate makes them ~13 us alone, the whole of a decode step's budget
+//   many times over), and at 8K tokens the 64 entries fill the GPU (512 blocks) where one block an
+//   entry would leave half the SMs idle. The groups merge through distributed shared memory: each
+//   publishes its maxima, scales its sums by exp(its maximum - the overall one), and block 0 adds
+//   the scaled sums in group order. Elsewhere (AMD: no clusters) the 8 groups are one 1024-thread
+//   block merging the same way through shared memory, in the same order. The order depends on a
+//   candidate's place in the block only, never on whether it comes from the step's rows or the
+//   ring, so prefill, chunked prefill and decode stay equal bit for bit.
 // - The finish (both ratios) is warp-level but for one barrier: the sum of squares (shuffles in
 //   fp64 within 32 lanes, then the 4 partials of a d-512 entry through shared memory); the rope
 //   pairs are a thread's own channels (no exchange); the Hadamard rotation of d 128 is butterflies

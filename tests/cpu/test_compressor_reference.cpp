@@ -184,8 +184,9 @@ TEST(CompressorReference, EveryBugChangesThePackedEntries) {
 // Entry j as kernels/compressor.hip orders its sums (fp64 on both sides, the CPU's exp and sincos):
 // C4 the maximum first, then the candidates in order; C128 eight token groups of 16, each its
 // maximum first and its sums in order, each group's sums scaled by exp(its maximum - the overall
-// one) and added in group order; the sum of squares by threads of 4 channels, 32-lane butterflies, then (p0 + p1) + (p2 + p3)
-// over a d-512 entry's four groups; the rotation of d 128 by butterflies.
+// one) and added in group order; the sum of squares by threads of 4 channels, 32-lane
+// butterflies, then (p0 + p1) + (p2 + p3) over a d-512 entry's four groups; the rotation of d 128
+// by butterflies.
 Eigen::VectorXd kernel_order_entry(const CompressorConfig& config, const Sequence& s, int64_t j) {
   const int d = config.dims;
   const float inf = std::numeric_limits<float>::infinity();
