@@ -32,8 +32,9 @@ struct CompressorPoolPages {
 };
 CompressorPoolPages compressor_pool_pages(int64_t ratio, int64_t dims);
 
-// Throws std::invalid_argument (naming the field) on sizes the kernels do not take; enqueues two
-// kernels on `stream` (emission, then the ring rows), no host synchronisation.
+// Throws std::invalid_argument (naming the field) on sizes the kernels do not take or pointers not
+// aligned for 16-byte accesses; enqueues one kernel on `stream` (the entries and the ring rows; for
+// ratio 128 on NVIDIA a cluster launch), no host synchronisation.
 void launch_compressor(const CompressorArgs& args, hipStream_t stream);
 
 }  // namespace dsv4h
