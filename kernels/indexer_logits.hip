@@ -17,8 +17,9 @@
 // and makes 16 FMAs per head, the query read as a broadcast (a warp shares its head group). The
 // four groups' partial sums meet in shared memory. Pages wholly past the row's visible entries
 // write -inf without reading the pool. Arithmetic is plain fp32 FMA: 2 FLOPs per (entry, head,
-// channel), about 4 FMAs per byte read at 64 heads, so at bs >= 8 the kernel is bound by FMA throughput rather than by the pool's
-// bytes (tests/bench/bench_indexer.cpp measures both floors, and BM_indexer_scores both kernels).
+// channel), about 4 FMAs per byte read at 64 heads, so at bs >= 8 the kernel is bound by FMA
+// throughput rather than by the pool's bytes (tests/bench/bench_indexer.cpp measures both floors,
+// and BM_indexer_scores both kernels).
 //
 // Mutant INDEXER_MASK_OFF_BY_ONE: j <= (p + 1) / 4 counted visible (also in indexer_topk.hip).
 #include <string>
