@@ -12,7 +12,7 @@
 // e8m13 accumulator PyTorch's fp8 notes measure), an error some 2^10 times the scores' fp32
 // tolerance, and mma.sync has no e4m3 rate advantage there to pay for it (sm_90's fast fp8 path is
 // wgmma). The descriptor's checks (harness/components/indexer.cpp) hold for this summation order:
-// tests/cpu/test_indexer_reference.cpp replays it, with a pessimistic model of the MMA's f32
+// tests/cpu/test_indexer_mma_reference.cpp replays it, with a pessimistic model of the MMA's f32
 // accumulation, on every verify case.
 //
 // Work. Grid (chunks of `pages_per_block` pages, rows), 4 warps: a block stages its row's query once

@@ -1,7 +1,8 @@
 // The indexer's GPU checks beside the generic ones (every verify case, graph replay, relations):
-// each scoring kernel by name (the generic runs take only the platform's), the top-k kernel's radix select where every score ties (any set is right, but it must be a set
-// of topk distinct visible indices), at c4 lengths up to 16K; and the query kernel's fp8 bytes,
-// which the scoring kernel reads, against the values the harness compares, and its scales.
+// each scoring kernel by name (the generic runs take only the platform's); the top-k kernel's
+// radix select where every score ties (any set is right, but it must be a set of topk distinct
+// visible indices), at c4 lengths up to 16K; and the query kernel's fp8 bytes, which the scoring
+// kernel reads, against the values the harness compares, and its scales.
 #include <gtest/gtest.h>
 
 #include <cstring>
