@@ -1,6 +1,7 @@
 // Launch wrappers of the C4 lightning indexer (spec 3.3, 4.2; issue 29): the query's rope, Hadamard
 // rotation and fp8 quantisation (indexer_query.hip), the scores of one query row per request over
-// its C4 pages of the fp8 indexer cache (indexer_logits.hip), the top-k of topk_transform_512
+// its C4 pages of the fp8 indexer cache (indexer_logits.hip; on NVIDIA its tensor-core kernel,
+// indexer_logits_mma.hip), the top-k of topk_transform_512
 // (indexer_topk.hip) and the translation of its raw indices to C4 page slots (indexer_page_slots.hip).
 // Each wrapper throws std::invalid_argument naming the field on impossible sizes and enqueues its
 // kernel on `stream`, without a host sync (graph-capturable).
@@ -49,7 +50,14 @@ struct IndexerLogitsArgs {
   int64_t pages;               // page_table columns; the logits' width is pages * 64
   int64_t pool_pages;
 };
+// The scores with this platform's kernel: the tensor-core one on NVIDIA, the fp32 FMA one elsewhere.
 void launch_indexer_logits(const IndexerLogitsArgs& args, hipStream_t stream);
+// Each kernel by name (the GPU tests and benchmarks compare them), and the checks both make.
+void launch_indexer_logits_fma(const IndexerLogitsArgs& args, hipStream_t stream);
+#if defined(DSV4H_GPU_NVIDIA)
+void launch_indexer_logits_mma(const IndexerLogitsArgs& args, hipStream_t stream);
+#endif
+void validate_indexer_logits(const IndexerLogitsArgs& args);
 
 struct IndexerTopkArgs {
   const float* logits;       // [rows, width]

@@ -4,6 +4,10 @@
 // The factorisation is SGLang's: both scales are positive powers of two, so they leave relu alone
 // and multiply exactly; q8 . k8 sums 128 products of two e4m3 values, each exact in fp32.
 //
+// This fp32 FMA kernel is the path on AMD; on NVIDIA launch_indexer_logits takes the tensor-core
+// kernel of indexer_logits_mma.hip (the same output), and this one stays reachable as
+// launch_indexer_logits_fma (tests/gpu/test_indexer_gpu.cpp checks it there too).
+//
 // Grid (pages, rows), 256 threads: a block scores one C4 page of one row, 64 entries, which is one
 // contiguous 8 KB run of fp8 values and 256 bytes of scales in the pool (spec 4.2). The block
 // stages the row's query (codes as fp32, [heads][128], 32 KB at 64 heads) and the page's keys
@@ -12,10 +16,10 @@
 // heads of group t / 64 (a quarter of them): per 16 channels it converts its entry's 16 codes once
 // and makes 16 FMAs per head, the query read as a broadcast (a warp shares its head group). The
 // four groups' partial sums meet in shared memory. Pages wholly past the row's visible entries
-// write -inf without reading the pool. Arithmetic is plain fp32 FMA (no fp8 tensor cores, which
-// the portability layer does not reach): 2 FLOPs per (entry, head, channel), about 4 FMAs per byte
-// read at 64 heads, so at bs >= 8 the kernel is bound by FMA throughput rather than by the pool's
-// bytes (tests/bench/bench_indexer.cpp measures both floors).
+// write -inf without reading the pool. Arithmetic is plain fp32 FMA: 2 FLOPs per (entry, head,
+// channel), about 4 FMAs per byte read at 64 heads, so at bs >= 8 the kernel is bound by FMA
+// throughput rather than by the pool's bytes (tests/bench/bench_indexer.cpp measures both floors,
+// and BM_indexer_scores both kernels).
 //
 // Mutant INDEXER_MASK_OFF_BY_ONE: j <= (p + 1) / 4 counted visible (also in indexer_topk.hip).
 #include <string>
@@ -107,7 +111,7 @@ void require(bool ok, const std::string& message) {
 
 }  // namespace
 
-void launch_indexer_logits(const IndexerLogitsArgs& args, hipStream_t stream) {
+void validate_indexer_logits(const IndexerLogitsArgs& args) {
   require(args.rows >= 0 && args.rows <= 65535, "rows must be in [0, 65535], got " + std::to_string(args.rows));
   require(args.heads >= kGroups && args.heads <= kIndexerMaxHeads && args.heads % kGroups == 0,
           "heads must be a multiple of 4 in [4, 64], got " + std::to_string(args.heads));
@@ -117,8 +121,21 @@ void launch_indexer_logits(const IndexerLogitsArgs& args, hipStream_t stream) {
   require(args.q_fp8 && args.q_scale && args.weights && args.positions && args.page_table && args.cache && args.logits,
           "null device pointer");
   require(reinterpret_cast<uintptr_t>(args.cache) % 16 == 0, "the cache must be 16-byte aligned");
+}
+
+void launch_indexer_logits_fma(const IndexerLogitsArgs& args, hipStream_t stream) {
+  validate_indexer_logits(args);
+  if (args.rows == 0) return;
   indexer_logits_kernel<<<dim3(static_cast<unsigned>(args.pages), static_cast<unsigned>(args.rows)), kThreads, 0, stream>>>(args);
   DSV4H_LAUNCH_CHECK("indexer_logits_kernel");
+}
+
+void launch_indexer_logits(const IndexerLogitsArgs& args, hipStream_t stream) {
+#if defined(DSV4H_GPU_NVIDIA)
+  launch_indexer_logits_mma(args, stream);
+#else
+  launch_indexer_logits_fma(args, stream);
+#endif
 }
 
 }  // namespace dsv4h

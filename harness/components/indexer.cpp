@@ -322,6 +322,19 @@ std::map<std::string, OutputCheck> checks(const IndexerCase& c) {
   // relative to the row's sums of the terms' magnitudes where those are larger (output_check.h):
   // a row whose scores cancel to near 0 (one visible entry, every dot near 0) has an fp32 error of
   // its terms' size, not of its result's.
+  // On NVIDIA the tensor-core kernel (indexer_logits_mma.hip) sums in another order and, inside each
+  // MMA, with the tensor core's own f32 accumulation, which PTX leaves unspecified; K and the class
+  // stay. Its products are exact (e4m3 codes are exact f16, f16 x f16 is exact in f32); a head's dot
+  // adds them in 8 MMA steps of 16 to the f32 accumulator. Were every step's 17 addends truncated at
+  // 2^-23 of the largest and its sum truncated to f32 (no better than measured tensor cores), a step
+  // would err by at most 36 u of its addends' magnitudes and a dot by at most 8 * 36 u of its
+  // terms' (a step's C is at most the terms before it); with the heads' fp32 FMA chain of 8 and
+  // butterfly of 8, about 300 u of the score's magnitudes: inside the row bound (4 sqrt(K) + 1) u =
+  // 363 u at 64 heads, though not at 4 heads (91 u). The errors are far from that worst case:
+  // replayed on every verify case, under round-to-nearest and under that truncating model
+  // (tests/cpu/test_indexer_mma_reference.cpp), the kernel's scores use under 0.2% of the row bound
+  // and under 3% of the mean-error bound; an accumulator of 14 significant bits (Hopper's e4m3 MMA)
+  // fails both, hence the kernel's f16 MMA.
   const int64_t terms = kIndexerHeadDim * c.heads;
   if (c.stage == Stage::query)
     return {{"q_fp8", {ToleranceClass::fp8_quantised, Comparator::elementwise, 0, ""}},
@@ -450,8 +463,9 @@ Component indexer_component() {
       // c4 lengths index_topk - 1, index_topk (every entry, in order) and index_topk + 1 (top-k).
       "indexer(bs=2,ctx=4096,seq_len=2047)", "indexer(bs=2,ctx=4096,seq_len=2048)", "indexer(bs=2,ctx=4096,seq_len=2052)",
       "indexer(bs=2,ctx=8192,seq_len=4099,index_topk=1024)",
-      // Random lengths; c4 lengths up to 16K (ctx 64K); the tiny config truncating at 16.
-      "indexer(bs=16,ctx=4096)", "indexer(bs=2,ctx=65536,seq_len=65536)", "indexer(bs=5,ctx=65536)",
+      // Random lengths; c4 lengths up to 16K (ctx 64K); 36 heads, a partial 16-head MMA tile
+      // (indexer_logits_mma.hip); the tiny config truncating at 16.
+      "indexer(bs=16,ctx=4096)", "indexer(bs=6,ctx=4096,heads=36)", "indexer(bs=2,ctx=65536,seq_len=65536)", "indexer(bs=5,ctx=65536)",
       "indexer(bs=4,ctx=68,seq_len=63,heads=4,index_topk=16)", "indexer(bs=4,ctx=68,seq_len=64,heads=4,index_topk=16)",
       "indexer(bs=4,ctx=68,seq_len=68,heads=4,index_topk=16)", "indexer(bs=33,ctx=600,heads=4,index_topk=16)",
       // Prefill rows: every p + 1 from 1 to 300 in one request; c4 lengths 460..524 across 512.
@@ -465,7 +479,7 @@ Component indexer_component() {
   d.batch_param = "bs";
   d.replay_case = "indexer(bs=1,ctx=4096)";
   d.mutants = {
-      DSV4H_MUTANT(indexer_mask_off_by_one, "indexer_logits.hip indexer_topk.hip", "causal mask j <= (p+1)/4: one entry too many visible"),
+      DSV4H_MUTANT(indexer_mask_off_by_one, "indexer_logits.hip indexer_logits_mma.hip indexer_topk.hip", "causal mask j <= (p+1)/4: one entry too many visible"),
       DSV4H_MUTANT(indexer_topk_padded_width, "indexer_topk.hip", "top-k over the padded width instead of the row's visible entries"),
       DSV4H_MUTANT(indexer_page_128, "indexer_page_slots.hip", "page translation with 128 entries a page instead of 64"),
   };

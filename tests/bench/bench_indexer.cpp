@@ -12,6 +12,7 @@
 // floor; the faster counts). The FLOP floor, the dense fp8 rate, comes from the peers' run
 // (tests/peers/indexer.py: torch._scaled_mm of the same FLOPs), which also writes floor_us, the
 // larger of its copy of the same bytes and that GEMM: the goal's "larger floor".
+// BM_indexer_scores/kernel:{0,1} times the scoring kernel alone, each of the two.
 // BM_indexer_prefill/tokens:8192 times the same kernels on a prefill: 8192 query rows of one
 // request at positions 0..8191, each with the request's page table row (the scoring kernel has no
 // reuse across the rows of a request: each row reads the pages it sees).
@@ -116,6 +117,23 @@ struct Bench {
           static_cast<const float*>(prefill_weights.data()), static_cast<const int32_t*>(prefill_positions.data()),
           static_cast<const int32_t*>(prefill_table.data()));
   }
+  // The scores' arguments: the query's codes and scales as launch_indexer_query leaves them.
+  IndexerLogitsArgs logits_args(int64_t rows, int64_t pages, const float* head_weights, const int32_t* pos,
+                                const int32_t* table) {
+    IndexerLogitsArgs la{};
+    la.q_fp8 = static_cast<const uint8_t*>(q_fp8.data());
+    la.q_scale = static_cast<const float*>(q_scale.data());
+    la.weights = head_weights;
+    la.positions = pos;
+    la.page_table = table;
+    la.cache = static_cast<const uint8_t*>(pool.data());
+    la.logits = static_cast<float*>(logits.data());
+    la.rows = rows;
+    la.heads = kHeads;
+    la.pages = pages;
+    la.pool_pages = kPoolPages;
+    return la;
+  }
   // Query, scores, top-k and page slots of `rows` query rows over page tables `pages` wide.
   void chain(int64_t rows, int64_t pages, const uint16_t* query, const float* head_weights, const int32_t* pos,
              const int32_t* table) {
@@ -129,18 +147,7 @@ struct Bench {
     qa.rows = rows;
     qa.heads = kHeads;
     launch_indexer_query(qa, stream);
-    IndexerLogitsArgs la{};
-    la.q_fp8 = qa.q_fp8;
-    la.q_scale = qa.q_scale;
-    la.weights = head_weights;
-    la.positions = pos;
-    la.page_table = table;
-    la.cache = static_cast<const uint8_t*>(pool.data());
-    la.logits = static_cast<float*>(logits.data());
-    la.rows = rows;
-    la.heads = kHeads;
-    la.pages = pages;
-    la.pool_pages = kPoolPages;
+    const IndexerLogitsArgs la = logits_args(rows, pages, head_weights, pos, table);
     launch_indexer_logits(la, stream);
     launch_indexer_topk({la.logits, pos, static_cast<int32_t*>(indices.data()), rows, pages * 64, kTopk}, stream);
     launch_indexer_page_slots({static_cast<const int32_t*>(indices.data()), la.page_table,
@@ -186,6 +193,36 @@ void BM_indexer_decode(benchmark::State& state) {
       benchmark::Counter(bytes / b.copy_ceiling_bytes_per_s, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The scores alone by kernel, kernel 0 the fp32 FMA one (AMD's path), 1 the tensor-core one (NVIDIA's,
+// what BM_indexer_decode runs there): what the chain's scores cost and what the tensor cores gain.
+// Bytes and FLOPs as BM_indexer_decode's (the scores' own reads are the same entries).
+void BM_indexer_scores(benchmark::State& state) {
+  const int64_t kernel = state.range(0), bs = state.range(1), ctx = state.range(2);
+  Bench& b = bench();
+#if !defined(DSV4H_GPU_NVIDIA)
+  if (kernel == 1) {
+    state.SkipWithError("no tensor-core scoring kernel on this platform");
+    return;
+  }
+#endif
+  b.decode(bs, ctx);  // the query's codes and scales
+  const IndexerLogitsArgs la = b.logits_args(bs, ctx / 4 / 64, static_cast<const float*>(b.weights.data()),
+                                             static_cast<const int32_t*>(b.positions.at(ctx).data()),
+                                             static_cast<const int32_t*>(b.page_table.data()));
+  const double bytes = bytes_of(bs, ctx);
+  time_back_to_back(state, b.stream, launches_per_sample(bytes), 1, [&](int64_t) {
+#if defined(DSV4H_GPU_NVIDIA)
+    if (kernel == 1) return launch_indexer_logits_mma(la, b.stream);
+#endif
+    launch_indexer_logits_fma(la, b.stream);
+  });
+  state.counters["bytes"] = bytes;
+  state.counters["flops"] = flops_of(bs, ctx);
+  state.counters["TFLOPps"] = benchmark::Counter(flops_of(bs, ctx) * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["fraction_of_copy"] =
+      benchmark::Counter(bytes / b.copy_ceiling_bytes_per_s, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // Prefill: the request's entries once, every row's bf16 query and weights, its selected slots;
 // 2 FLOPs per visible (row, entry), head and channel.
 void BM_indexer_prefill(benchmark::State& state) {
@@ -217,6 +254,8 @@ void BM_copy_kernel_same_bytes_indexer(benchmark::State& state) { time_copy_same
 #define DSV4H_INDEXER_SHAPES ArgNames({"bs", "ctx"})->ArgsProduct({{1, 8, 64, 128}, {8192, 65536}}) \
     ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20)
 BENCHMARK(BM_indexer_decode)->DSV4H_INDEXER_SHAPES;
+BENCHMARK(BM_indexer_scores)->ArgNames({"kernel", "bs", "ctx"})->ArgsProduct({{0, 1}, {1, 8, 64, 128}, {8192, 65536}})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(10)->Iterations(20);
 BENCHMARK(BM_indexer_prefill)->ArgName("tokens")->Arg(kPrefillTokens)->UseManualTime()->Unit(benchmark::kMicrosecond)
     ->Repetitions(5)->Iterations(3);
 BENCHMARK(BM_copy_same_bytes_indexer)->DSV4H_INDEXER_SHAPES;

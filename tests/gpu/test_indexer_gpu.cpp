@@ -1,14 +1,19 @@
 // The indexer's GPU checks beside the generic ones (every verify case, graph replay, relations):
-// the top-k kernel's radix select where every score ties (any set is right, but it must be a set
-// of topk distinct visible indices), at c4 lengths up to 16K; and the query kernel's fp8 bytes,
-// which the scoring kernel reads, against the values the harness compares, and its scales.
+// each scoring kernel by name (the generic runs take only the platform's); the top-k kernel's
+// radix select where every score ties (any set is right, but it must be a set of topk distinct
+// visible indices), at c4 lengths up to 16K; and the query kernel's fp8 bytes, which the scoring
+// kernel reads, against the values the harness compares, and its scales.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu_env.h"
+#include "harness/compare.h"
 #include "harness/gpu/device_tensor.h"
+#include "harness/poison.h"
 #include "harness/verify.h"
 #include "kernels/indexer.h"
 #include "reference/narrow_float.h"
@@ -16,6 +21,52 @@
 
 namespace dsv4h {
 namespace {
+
+// Both scoring kernels: the fp32 FMA one (AMD's path, which an NVIDIA run reaches only here) and the
+// tensor-core one (NVIDIA's), on select cases of 64, 4 and 36 heads (a partial 16-head tile), decode and
+// prefill rows, each within the descriptor's score check, unwritten scores failing it.
+TEST(IndexerGpu, EachScoringKernelPassesTheScoreCheck) {
+  DSV4H_GPU_OR_SKIP(gpu);
+  const Component& indexer = registry().get("indexer");
+  std::vector<std::pair<std::string, void (*)(const IndexerLogitsArgs&, hipStream_t)>> kernels = {
+      {"fma", launch_indexer_logits_fma}};
+#if defined(DSV4H_GPU_NVIDIA)
+  kernels.emplace_back("mma", launch_indexer_logits_mma);
+#endif
+  for (const char* text : {"indexer(bs=5,ctx=65536,seed=7)", "indexer(bs=33,ctx=600,heads=4,index_topk=16)",
+                           "indexer(bs=6,ctx=4096,heads=36,seed=3)",
+                           "indexer(bs=260,ctx=2100,seq_len=2100,per_request=260,heads=4)"}) {
+    const Case c = parse_case(text);
+    const TensorMap inputs = indexer.make_inputs(c);
+    const TensorMap expected = reference_outputs(indexer, c, inputs, Poison::a);
+    const TensorMap magnitudes = topk_scores(indexer, c, inputs, expected);
+    const DeviceTensorMap device = DeviceTensorMap::upload(inputs);
+    const HostTensor& want = expected.at("scores");
+    for (const auto& [name, launch] : kernels) {
+      HostTensor got(DType::f32, want.shape());
+      fill_poison(got, Poison::a);
+      DeviceBuffer logits(static_cast<size_t>(got.nbytes()));
+      DSV4H_HIP_CHECK(hipMemcpy(logits.data(), got.bytes(), logits.bytes(), hipMemcpyHostToDevice));
+      IndexerLogitsArgs args{};
+      args.q_fp8 = device.data<const uint8_t>("q_fp8");
+      args.q_scale = device.data<const float>("q_scale");
+      args.weights = device.data<const float>("weights");
+      args.positions = device.data<const int32_t>("positions");
+      args.page_table = device.data<const int32_t>("page_table");
+      args.cache = device.data<const uint8_t>("indexer_cache");
+      args.logits = static_cast<float*>(logits.data());
+      args.rows = want.shape()[0];
+      args.heads = c.integer("heads");
+      args.pages = inputs.at("page_table").shape()[1];
+      args.pool_pages = inputs.at("indexer_cache").shape()[0];
+      launch(args, nullptr);
+      DSV4H_HIP_CHECK(hipMemcpy(got.bytes(), logits.data(), logits.bytes(), hipMemcpyDeviceToHost));
+      const OutputComparison r = compare_output("scores", want, Poison::a, got, Poison::a,
+                                                output_check(indexer, c, "scores", DType::f32), &magnitudes);
+      EXPECT_TRUE(r.passed()) << name << " on " << text << ": " << r.summary();
+    }
+  }
+}
 
 TEST(IndexerGpu, EveryScoreTiedStillSelectsDistinctVisibleEntries) {
   DSV4H_GPU_OR_SKIP(gpu);
