@@ -105,8 +105,13 @@ __device__ __forceinline__ uint4 swiglu_vec(uint4 g, uint4 u, float L) {
 // its threads read the tile's expert ids in one coalesced load and list the kept rows in shared
 // memory, so a filtered row costs 4 bytes of ids and no wait; then the block streams the kept rows
 // kRowsPerStep at a time, each thread issuing all of a step's 16-byte loads before computing any
-// result (2 * kRowsPerStep loads in flight per thread). Every byte is read or written once, so the
-// loads take the read-only path and the stores are marked evict-first.
+// result (2 * kRowsPerStep loads in flight per thread). Loads and stores are plain, the
+// instructions torch.compile's and a plain Triton kernel's of this math use: with read-only loads
+// and evict-first stores instead (b268dad) this kernel held 98% of the copy bandwidth on both
+// the H200 and the H100, where torch.compile reached 94% on the H200 and 100.4% on the H100
+// (records of 4def3bf and 146ea1b: 814.6 vs 797.1 us at 196608 rows). That deficit grows with
+// the bytes (at 24576 rows the two are level): a steady-state cost of the memory path, not of the
+// launch or the tail, and the hints were its first suspect (issue 28; A/B against b268dad's).
 __global__ void __launch_bounds__(kThreads)
     filtered_silu_mul_vec(FilteredSiluMulArgs args, int tile_rows) {
   schedule_point();
@@ -132,15 +137,15 @@ __global__ void __launch_bounds__(kThreads)
         if (k0 + u >= kept) break;
         const int64_t row = tile0 + kept_in_tile[k0 + u];
         const uint4* src = reinterpret_cast<const uint4*>(args.gate_up + row * 2 * args.inter);
-        gate[u] = load_read_only(src + v);
-        up[u] = load_read_only(src + vecs_per_row + v);
+        gate[u] = src[v];
+        up[u] = src[vecs_per_row + v];
       }
 #pragma unroll
       for (int u = 0; u < kRowsPerStep; ++u) {
         if (k0 + u >= kept) break;
         const int64_t row = tile0 + kept_in_tile[k0 + u];
-        store_evict_first(reinterpret_cast<uint4*>(args.out + row * args.inter) + v,
-                          swiglu_vec(gate[u], up[u], args.swiglu_limit));
+        uint4* dst = reinterpret_cast<uint4*>(args.out + row * args.inter);
+        dst[v] = swiglu_vec(gate[u], up[u], args.swiglu_limit);
       }
     }
   }
