@@ -54,11 +54,10 @@ constexpr int64_t kBlocksToFill = 2048;  // about 15 blocks an SM on a 132-SM H1
 
 __device__ __forceinline__ int64_t visible_entries(int32_t position, int64_t width) {
 #if defined(DSV4H_MUTANT_INDEXER_MASK_OFF_BY_ONE)
-  const int64_t v = (static_cast<int64_t>(position) + 1) / 4 + 1;
+  return indexer_visible_entries(int64_t{position} + 4, width);  // (p + 5) / 4 = (p + 1) / 4 + 1
 #else
-  const int64_t v = (static_cast<int64_t>(position) + 1) / 4;
+  return indexer_visible_entries(position, width);
 #endif
-  return v < width ? v : width;
 }
 
 // The byte offset in an entry (or a query head) of the 4 channels lane t takes at k-step s.
