@@ -78,7 +78,7 @@ struct Tile {
   static constexpr int kMi = Rows / WarpsM / 16, kNi = Cols / WarpsN / 8;
   static_assert(kMi >= 1 && kNi >= 2 && kNi % 2 == 0, "a warp takes 16-row fragments, 8-column pairs");
 
-  struct Shared {
+  struct alignas(16) Shared {  // cp.async and ldmatrix take 16-byte aligned rows
     uint16_t a[Stages][Rows][kStride];
     uint16_t w[Stages][Cols][kStride];
     int32_t rows[Rows];              // the tile's row ids, -1 past the group's end
