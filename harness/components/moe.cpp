@@ -358,8 +358,11 @@ Component moe_component() {
   d.pad_batch = pad_batch;
   d.work = work;
   d.slice_batch = slice_batch;
+  // The second: the whole batch takes the tensor-core GEMMs' prefill tiles (64 rows), its thirds
+  // the decode tiles (16 rows; kernels/moe_grouping.h), which must sum every element alike.
   d.relation_cases = {
       "batch_invariance(chunks=3):moe(tokens=37,hidden=64,inter=32,experts=8,topk=2,ranks=2,rank=1)",
+      "batch_invariance(chunks=3):moe(tokens=160,hidden=136,inter=72,experts=4,topk=2,ranks=2,rank=1)",
   };
 #if DSV4H_GPU_LAYER
   d.gpu = launch;
