@@ -23,7 +23,9 @@ struct MoeArgs {
   uint16_t* gate_up;                // [tokens * topk, 2 inter] bf16; zeros on filtered rows
   uint16_t* act;                    // [tokens * topk, inter] bf16; filtered rows neither read nor written
   float* down;                      // [tokens * topk, hidden]; zeros on filtered rows
-  float* out;                       // [tokens, hidden]: route_scale * sum over slots, the rank's partial
+  float* out;                       // [tokens, hidden]: route_scale * sum over slots, the rank's partial;
+                                    // until the combine, the rows' grouping by expert (moe_grouping.h),
+                                    // so it aliases no input
   int64_t tokens, hidden_size, inter, topk;
   int64_t first_expert;             // r * local_experts
   int64_t local_experts;            // E / R
@@ -32,7 +34,8 @@ struct MoeArgs {
 };
 
 // Each throws std::invalid_argument naming the field on impossible sizes and enqueues one kernel on
-// `stream`, no host sync; launch_moe enqueues the five in order.
+// `stream`, no host sync; launch_moe enqueues the five in order. GEMM1 and GEMM2 read the grouping
+// that launch_moe_local_ids writes (on NVIDIA, where moe_grouping.h says): enqueue them after it.
 void launch_moe(const MoeArgs& args, hipStream_t stream);
 void launch_moe_local_ids(const MoeArgs& args, hipStream_t stream);
 void launch_moe_gate_up(const MoeArgs& args, hipStream_t stream);
@@ -42,8 +45,8 @@ void launch_moe_combine(const MoeArgs& args, hipStream_t stream);
 // Throws std::invalid_argument naming the field where the sizes or pointers are impossible.
 void check_moe_args(const MoeArgs& args);
 
-// The largest hidden and inter the GEMMs take: a block stages one row of its input (hidden for
-// GEMM1, inter for GEMM2) in shared memory as fp32.
+// The largest hidden and inter the GEMMs take: a block of the scalar GEMMs stages one row of its
+// input (hidden for GEMM1, inter for GEMM2) in shared memory as fp32.
 constexpr int64_t kMoeMaxRowWidth = 8192;
 
 }  // namespace dsv4h

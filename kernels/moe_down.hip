@@ -3,7 +3,8 @@
 // reading its activation, which the filtered activation left unwritten (garbage: NaN where the
 // harness poisons it), nor any weight. So a filtered slot contributes exactly 0.
 //
-// Same shape as GEMM1 (moe_gate_up.hip): one block per (row, tile of kColsPerTile hidden columns),
+// The scalar path, where GEMM1's is (moe_gate_up.hip; the tensor-core path: moe_down_mma.hip,
+// which carries the same mutant). One block per (row, tile of kColsPerTile hidden columns),
 // the activation row staged in shared memory as fp32, a group of 32 lanes per column striding over
 // inter with fp32 fma and a butterfly sum; the routed weight multiplies the sum (MUL_ROUTED_WEIGHT).
 //
@@ -12,6 +13,7 @@
 // 0 (a kernel that ignores the filter indexes expert -1; 0 keeps the read in bounds), reading the
 // activation's unwritten row. NOOP writes nothing.
 #include "moe.h"
+#include "moe_grouping.h"
 
 namespace dsv4h {
 namespace {
@@ -63,6 +65,8 @@ void launch_moe_down(const MoeArgs& args, hipStream_t stream) {
   check_moe_args(args);
   const int64_t rows = args.tokens * args.topk;
   if (rows == 0) return;
+  const MoeGrouping grouping = moe_grouping(args);
+  if (grouping.tiled) return launch_moe_down_mma(args, grouping, stream);
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((args.hidden_size + kColsPerTile - 1) / kColsPerTile));
   moe_down<<<grid, kThreads, args.inter * sizeof(float), stream>>>(args);
   DSV4H_LAUNCH_CHECK("moe_down");

@@ -2,16 +2,21 @@
 // whose local expert e is not -1; a filtered row is written as zeros without reading its token or
 // any weight (write_zeros_to_output), so that no expert -1 is ever indexed.
 //
-// Correct first, for the harness's and the tiny model's sizes: one block per (row, tile of
-// kColsPerTile output columns). The block stages the token's hidden row in shared memory as fp32;
-// each group of 32 lanes computes one column at a time, the lanes striding over hidden (coalesced
-// reads of the weight row), an fp32 fma each, then a butterfly sum over the lanes, and rounds once
-// to bf16. The sum's order depends on hidden only: a row's result is the same whatever the batch.
-// Weights are read once per row, not once per expert: a sorted, tiled GEMM is what speed would need.
+// The scalar path: AMD (gfx90a; no MFMA path is written), and on NVIDIA the shapes the tensor-core
+// GEMM (moe_gate_up_mma.hip) does not take (moe_grouping.h: hidden or inter not a multiple of 8, or
+// too narrow a hidden to hold the grouping); launch_moe_gate_up picks. Never chosen by the batch:
+// the two paths sum in different orders, and a layer's rows must not change with their batch.
+// One block per (row, tile of kColsPerTile output columns). The block stages the token's hidden
+// row in shared memory as fp32; each group of 32 lanes computes one column at a time, the lanes
+// striding over hidden (coalesced reads of the weight row), an fp32 fma each, then a butterfly sum
+// over the lanes, and rounds once to bf16. The sum's order depends on hidden only: a row's result
+// is the same whatever the batch. Weights are read once per row, not once per expert: the
+// tensor-core path groups the rows instead.
 //
 // Grid: (tokens * topk, ceil(2 inter / kColsPerTile)), fixed by the arguments.
 // NOOP writes nothing.
 #include "moe.h"
+#include "moe_grouping.h"
 
 namespace dsv4h {
 namespace {
@@ -60,6 +65,8 @@ void launch_moe_gate_up(const MoeArgs& args, hipStream_t stream) {
   check_moe_args(args);
   const int64_t rows = args.tokens * args.topk;
   if (rows == 0) return;
+  const MoeGrouping grouping = moe_grouping(args);
+  if (grouping.tiled) return launch_moe_gate_up_mma(args, grouping, stream);
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((2 * args.inter + kColsPerTile - 1) / kColsPerTile));
   moe_gate_up<<<grid, kThreads, args.hidden_size * sizeof(float), stream>>>(args);
   DSV4H_LAUNCH_CHECK("moe_gate_up");

@@ -7,6 +7,7 @@
 
 #include "filtered_silu_mul.h"
 #include "moe.h"
+#include "moe_grouping.h"
 
 namespace dsv4h {
 
@@ -27,6 +28,23 @@ void check_moe_args(const MoeArgs& args) {
   require(args.tokens == 0 || (args.hidden && args.topk_ids && args.topk_weights && args.gate_up_weights &&
                                args.down_weights && args.local_ids && args.gate_up && args.act && args.down && args.out),
           "null device pointer");
+}
+
+MoeGrouping moe_grouping(const MoeArgs& args) {
+  MoeGrouping g;
+#if defined(DSV4H_GPU_NVIDIA)
+  g.tiled = args.hidden_size % 8 == 0 && args.inter % 8 == 0 && args.local_experts <= kMoeMaxGroupedExperts &&
+            args.hidden_size >= args.topk + 2 * args.local_experts + 4;
+#endif
+  if (!g.tiled) return g;
+  const int64_t rows = args.tokens * args.topk;
+  g.tile_rows = rows >= 128 * args.local_experts ? 64 : 16;
+  g.groups = args.local_experts + 1;
+  g.row_offsets = reinterpret_cast<int32_t*>(args.out);
+  g.tile_offsets = g.row_offsets + g.groups + 1;
+  g.rows_sorted = g.tile_offsets + g.groups + 1;
+  g.max_tiles = (rows + g.tile_rows - 1) / g.tile_rows + g.groups;
+  return g;
 }
 
 void launch_moe(const MoeArgs& args, hipStream_t stream) {

@@ -193,8 +193,11 @@ void run_reference(const MoeCase& c, const TensorMap& inputs, TensorMap& outputs
 // differs by an ulp, the output moves by about an ulp (silu(g) u is at most 1.3 times as sensitive
 // to a relative change of g as to one of u, and elements where it is more, g < -2, are small), and
 // its own rounding is bf16_rounded_once's. GEMM2 and the combine: fp32_over_bf16_stage over the
-// activation, with K = inter (GEMM2's sum), and inter + topk for the combine's further sum. The CPU
-// test replays the device's arithmetic on the CPU (tests/cpu/test_moe_reference.cpp) within them.
+// activation, with K = inter (GEMM2's sum), and inter + topk for the combine's further sum. The
+// tensor-core GEMMs (kernels/moe_mma.h) sum in 32-term chunks added in K order with fp32 adds that
+// round to nearest, a chunk's own sum within a few fp32 ulps of it (the tensor core may truncate,
+// but each chunk restarts from zero): the same fp32 error budget, far below these classes' bf16
+// terms. The CPU test replays both paths' arithmetic (tests/cpu/test_moe_reference.cpp) within them.
 std::map<std::string, OutputCheck> checks(const MoeCase& c) {
   return {{"gate_up", {ToleranceClass::bf16_rounded_once, Comparator::row_rel_l2, 0, ""}},
           {"act", {ToleranceClass::bf16_rounded_once, Comparator::row_rel_l2, 0, ""}},
@@ -302,16 +305,21 @@ Component moe_component() {
       // test's: a case that compares nothing would pass the noop mutant.)
       "moe(tokens=1,hidden=64,inter=32,experts=8,topk=2,ranks=1,rank=0)",
       "moe(tokens=3,hidden=64,inter=32,experts=16,topk=4,ranks=4,rank=1)",
-      // Sizes off every tile (64 columns, 32 lanes, the activation's 8-wide vectors), six experts
-      // per token as DeepSeek-V4 routes, many padded tokens.
+      // Sizes off every tile (64 columns, 32 lanes, the activation's 8-wide vectors; the tensor-core
+      // decode tiles' 16 rows, 32 columns and 32-wide steps of K), six experts per token as
+      // DeepSeek-V4 routes, many padded tokens; hidden 33 takes the scalar GEMMs on every GPU.
       "moe(tokens=129,hidden=200,inter=40,experts=16,topk=6,ranks=2,rank=1,route_scale=2.5,padded=0.3)",
       "moe(tokens=67,hidden=33,inter=7,experts=32,topk=6,ranks=8,rank=5)",
       "moe(tokens=300,hidden=512,inter=256,experts=16,topk=6,ranks=4,rank=3,padded=0.05)",
+      // The tensor-core GEMMs' prefill tiles (64 rows x 128 columns, moe_grouping.h: 128 rows or
+      // more a local expert) off every edge: K (hidden, inter) not a multiple of the 32-wide steps,
+      // N (2 inter, hidden) not of the 128 columns, the experts' rows not of the 64 rows.
+      "moe(tokens=160,hidden=136,inter=72,experts=4,topk=2,ranks=2,rank=1,padded=0.2)",
   };
   d.batch_param = "tokens";
   d.replay_case = "moe(tokens=1,hidden=64,inter=32,experts=8,topk=2,ranks=2,rank=1)";
   d.mutants = {
-      DSV4H_MUTANT(moe_down_reads_filtered, "moe_down.hip", "GEMM2 computes filtered rows from the activation's unwritten rows instead of writing zeros (spec 8.3)"),
+      DSV4H_MUTANT(moe_down_reads_filtered, "moe_down.hip moe_down_mma.hip", "GEMM2 computes filtered rows from the activation's unwritten rows instead of writing zeros (spec 8.3)"),
       DSV4H_MUTANT(moe_route_scale_twice, "moe_combine.hip", "route_scale applied twice (spec 2.5, 8.4)"),
       DSV4H_MUTANT(moe_global_id_as_local, "moe_local_ids.hip", "the global expert id used as the local index: the rank's offset not subtracted"),
   };
@@ -350,8 +358,11 @@ Component moe_component() {
   d.pad_batch = pad_batch;
   d.work = work;
   d.slice_batch = slice_batch;
+  // The second: the whole batch takes the tensor-core GEMMs' prefill tiles (64 rows), its thirds
+  // the decode tiles (16 rows; kernels/moe_grouping.h), which must sum every element alike.
   d.relation_cases = {
       "batch_invariance(chunks=3):moe(tokens=37,hidden=64,inter=32,experts=8,topk=2,ranks=2,rank=1)",
+      "batch_invariance(chunks=3):moe(tokens=160,hidden=136,inter=72,experts=4,topk=2,ranks=2,rank=1)",
   };
 #if DSV4H_GPU_LAYER
   d.gpu = launch;

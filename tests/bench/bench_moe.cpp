@@ -1,6 +1,7 @@
 // Benchmarks of the filtered MoE of one expert-parallel rank (moe: kernels/moe.h's launch_moe, the
-// five launches of local ids, GEMM1, the filtered activation, GEMM2 and the combine; Google
-// Benchmark, manual time from GPU events).
+// five launches of local ids (with the rows' grouping by expert, kernels/moe_grouping.h), GEMM1,
+// the filtered activation, GEMM2 and the combine; on NVIDIA the GEMMs are the tensor-core tiles of
+// moe_gate_up_mma.hip and moe_down_mma.hip; Google Benchmark, manual time from GPU events).
 //
 // Two expert shapes, named by the benchmark's arguments:
 //   tiny:  hidden 256, inter 64, 8 experts, top-2, unpartitioned (spec 1.3): every slot local;

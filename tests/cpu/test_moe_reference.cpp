@@ -1,8 +1,10 @@
 // The MoE reference (reference/moe.h, harness/components/moe.cpp) on the CPU: the ranks' partials
 // add up to the unpartitioned output, filtered rows are exactly zero, the expert-group tokens are
 // all-local on one rank and all-filtered on the others; and the device's arithmetic, replayed on the
-// CPU in fp32 (lane-strided fmas and a butterfly, bf16 stores), passes every verify case under the
-// descriptor's tolerances, while each mutant's math fails at least one verify case.
+// CPU in fp32 for both GEMM paths (the scalar kernels' lane-strided fmas and butterfly; the
+// tensor-core kernels' 32-term chunks, each mma's sum truncated toward zero, added in K order),
+// passes every verify case under the descriptor's tolerances, while each mutant's math fails at
+// least three verify cases on either path.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +19,7 @@ namespace dsv4h {
 namespace {
 
 enum class Variant { right, down_reads_filtered, route_scale_twice, global_id_as_local };
+enum class Path { scalar, mma };
 
 const Component& moe() { return registry().get("moe"); }
 
@@ -36,14 +39,37 @@ float lane_dot(const std::vector<float>& x, const HostTensor& w, int64_t offset)
   return lanes[0];
 }
 
+// The same column as the tensor-core kernels sum it (kernels/moe_mma.h): chunks of 32 terms, each
+// two mma of 16 products onto the chunk's partial (from zero), then one fp32 add of the chunk into
+// the running sum, in K order. The tensor core's own sum is modelled at its worst: the products and
+// the partial added exactly, the result truncated toward zero to fp32 (its adds may truncate).
+float mma_dot(const std::vector<float>& x, const HostTensor& w, int64_t offset) {
+  const int64_t k = static_cast<int64_t>(x.size());
+  float running = 0.f;
+  for (int64_t k0 = 0; k0 < k; k0 += 32) {
+    float part = 0.f;
+    for (int64_t k1 = k0; k1 < std::min(k0 + 32, k); k1 += 16) {
+      double sum = part;
+      for (int64_t i = k1; i < std::min(k1 + 16, k); ++i) sum += static_cast<double>(x[i]) * w.get(offset + i);
+      part = static_cast<float>(sum);
+      if (std::fabs(static_cast<double>(part)) > std::fabs(sum)) part = std::nextafter(part, 0.f);
+    }
+    running += part;
+  }
+  return running;
+}
+
 float swiglu(float g, float u) {
   g = g > 10.f ? 10.f : g;
   u = u > 10.f ? 10.f : (u < -10.f ? -10.f : u);
   return g / (1.f + std::exp(-g)) * u;
 }
 
-// The GPU path's outputs as the kernels compute them, over outputs poisoned with Poison::a.
-TensorMap device_replay(const Case& c, const TensorMap& in, Variant variant) {
+// The GPU path's outputs as the kernels compute them, over outputs poisoned with Poison::a. Each
+// row's values depend on its own inputs only, so the tensor-core path's grouping of the rows into
+// tiles, which changes no value, is not replayed.
+TensorMap device_replay(const Case& c, const TensorMap& in, Variant variant, Path path) {
+  const auto dot = path == Path::scalar ? lane_dot : mma_dot;
   const int64_t M = c.integer("tokens"), H = c.integer("hidden"), I = c.integer("inter"), k = c.integer("topk");
   const int64_t local_experts = c.integer("experts") / c.integer("ranks"), first = c.integer("rank") * local_experts;
   const float scale = static_cast<float>(c.real("route_scale"));
@@ -58,7 +84,7 @@ TensorMap device_replay(const Case& c, const TensorMap& in, Variant variant) {
     std::vector<float> x(H), a(I);
     for (int64_t h = 0; h < H; ++h) x[h] = static_cast<float>(in.at("hidden").get((row / k) * H + h));
     for (int64_t n = 0; n < 2 * I; ++n)
-      out.at("gate_up").set(row * 2 * I + n, e < 0 ? 0.0 : lane_dot(x, in.at("gate_up_weights"), ((first + e) * 2 * I + n) * H));
+      out.at("gate_up").set(row * 2 * I + n, e < 0 ? 0.0 : dot(x, in.at("gate_up_weights"), ((first + e) * 2 * I + n) * H));
     if (e >= 0)
       for (int64_t i = 0; i < I; ++i)
         out.at("act").set(row * I + i, swiglu(static_cast<float>(out.at("gate_up").get(row * 2 * I + i)),
@@ -67,7 +93,7 @@ TensorMap device_replay(const Case& c, const TensorMap& in, Variant variant) {
     for (int64_t i = 0; i < I; ++i) a[i] = static_cast<float>(out.at("act").get(row * I + i));
     const float w = static_cast<float>(in.at("topk_weights").get(row));
     for (int64_t h = 0; h < H; ++h)
-      out.at("down").set(row * H + h, down_expert < 0 ? 0.0 : w * lane_dot(a, in.at("down_weights"), ((first + down_expert) * H + h) * I));
+      out.at("down").set(row * H + h, down_expert < 0 ? 0.0 : w * dot(a, in.at("down_weights"), ((first + down_expert) * H + h) * I));
   }
   for (int64_t m = 0; m < M; ++m)
     for (int64_t h = 0; h < H; ++h) {
@@ -80,10 +106,10 @@ TensorMap device_replay(const Case& c, const TensorMap& in, Variant variant) {
 }
 
 // Whether every output of the replay passes the descriptor's checks; the largest budget used.
-bool replay_passes(const Case& c, Variant variant, double* budget = nullptr, std::string* failures = nullptr) {
+bool replay_passes(const Case& c, Variant variant, Path path, double* budget = nullptr, std::string* failures = nullptr) {
   const TensorMap in = moe().make_inputs(c);
   const TensorMap expected = reference_outputs(moe(), c, in, Poison::a);
-  const TensorMap got = device_replay(c, in, variant);
+  const TensorMap got = device_replay(c, in, variant, path);
   bool passed = true;
   for (const auto& [name, e] : expected) {
     const OutputComparison r = compare_output(name, e, Poison::a, got.at(name), Poison::a,
@@ -145,30 +171,39 @@ TEST(MoeReference, RouteScaleIsAppliedOnce) {
     EXPECT_NEAR(scaled.at("out").get(i), 2.5 * one.at("out").get(i), 1e-6 * std::fabs(scaled.at("out").get(i)));
 }
 
+// Every verify case on both paths, whichever the device would pick for it (moe_grouping.h); the
+// largest share of a budget each path uses is recorded (scalar_budget_used, mma_budget_used).
 TEST(MoeReference, DeviceArithmeticPassesEveryVerifyCase) {
-  for (const std::string& text : moe().verify_cases)
-    for (uint64_t seed : {1, 2}) {
-      const Case c = moe_case(text, seed);
-      double budget = 0;
-      std::string failures;
-      EXPECT_TRUE(replay_passes(c, Variant::right, &budget, &failures)) << c.str() << "\n" << failures;
-      EXPECT_LT(budget, 0.5) << c.str() << ": the derived bounds leave at least a factor 2";
-    }
+  for (Path path : {Path::scalar, Path::mma}) {
+    double worst = 0;
+    for (const std::string& text : moe().verify_cases)
+      for (uint64_t seed : {1, 2}) {
+        const Case c = moe_case(text, seed);
+        double budget = 0;
+        std::string failures;
+        EXPECT_TRUE(replay_passes(c, Variant::right, path, &budget, &failures))
+            << c.str() << " path " << static_cast<int>(path) << "\n" << failures;
+        EXPECT_LT(budget, 0.5) << c.str() << " path " << static_cast<int>(path) << ": the derived bounds leave at least a factor 2";
+        worst = std::max(worst, budget);
+      }
+    testing::Test::RecordProperty(path == Path::scalar ? "scalar_budget_used" : "mma_budget_used", std::to_string(worst));
+  }
 }
 
 TEST(MoeReference, EveryMutantsMathFailsAVerifyCase) {
-  for (Variant variant : {Variant::down_reads_filtered, Variant::route_scale_twice, Variant::global_id_as_local}) {
-    int failing = 0;
-    for (const std::string& text : moe().verify_cases) failing += !replay_passes(moe_case(text), variant);
-    EXPECT_GE(failing, 3) << "mutant " << static_cast<int>(variant);
-  }
+  for (Path path : {Path::scalar, Path::mma})
+    for (Variant variant : {Variant::down_reads_filtered, Variant::route_scale_twice, Variant::global_id_as_local}) {
+      int failing = 0;
+      for (const std::string& text : moe().verify_cases) failing += !replay_passes(moe_case(text), variant, path);
+      EXPECT_GE(failing, 3) << "mutant " << static_cast<int>(variant) << " path " << static_cast<int>(path);
+    }
 }
 
 TEST(MoeReference, NoTokensNoOutputRows) {
   const Case c = moe_case("moe(tokens=0,hidden=64,inter=32,experts=8,topk=2,ranks=2,rank=1)");
   const TensorMap out = reference_outputs(moe(), c, moe().make_inputs(c), Poison::a);
   for (const auto& [name, t] : out) EXPECT_EQ(t.numel(), 0) << name;
-  EXPECT_TRUE(replay_passes(c, Variant::right));
+  EXPECT_TRUE(replay_passes(c, Variant::right, Path::mma));
 }
 
 TEST(MoeReference, BadInputNamesTheField) {
