@@ -45,7 +45,8 @@
 // the grid having the widest possible row's splits; a shorter row's extra splits return at once),
 // then counts itself in split_arrivals; the last of a (row, head group) to arrive merges them in
 // split order (M = max m_z, L = sum l_z e^(m_z - M), the same weights on the accumulators) and
-// finishes, while the partials are still in L2: no second kernel, no second launch. A row with one
+// finishes, while the partials are still in L2: no second kernel, no second launch; it then
+// discards their L2 lines, so that they are not written back to memory. A row with one
 // split finishes from its registers. The count is reset by the last arrival, so every launch finds
 // the counts 0; two launches must therefore not run at once on one device (they run in stream order
 // in the harness and the model). Head groups: the smallest group (most blocks) whose grid still fits
@@ -277,6 +278,13 @@ __device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttention
       out[pair] = output_pair(f, acc[c].x, acc[c].y, 2 * pair, position, rope);
     }
   }
+  // The partials are dead once merged: their L2 lines are dropped, not written back to memory (at
+  // 64 heads a row's partials outweigh its keys: 2 KB a head and split). Only the lines wholly
+  // inside this group's partials: a neighbouring group's may not be merged yet.
+  sync_block();
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(part_of(0, 0)), end = reinterpret_cast<uintptr_t>(part_of(block_heads, 0));
+  for (uintptr_t line = (begin + 127) / 128 * 128 + tid * 128; line + 128 <= end; line += kThreads * 128)
+    asm volatile("discard.global.L2 [%0], 128;" ::"l"(line) : "memory");
 }
 
 // kSplit: blockIdx.x is the split of the row's key tiles (decode); otherwise one block takes all of
