@@ -170,6 +170,8 @@ __device__ __forceinline__ void finalize(const SparseAttentionArgs& a, int64_t r
     const float r0 = static_cast<float>(o0 * rp.c + o1 * rp.s), r1 = static_cast<float>(o1 * rp.c - o0 * rp.s);
     o0 = r0, o1 = r1;
   }
+#else
+  (void)rp;
 #endif
   const uint32_t packed =
       static_cast<uint32_t>(kv_fp8::float_to_bf16(o0)) | (static_cast<uint32_t>(kv_fp8::float_to_bf16(o1)) << 16);
