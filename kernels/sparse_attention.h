@@ -35,13 +35,13 @@ struct SparseAttentionArgs {
   float scale = 0.044194173824159216f;  // 512^-0.5
 };
 
-// How many blocks share one (row, 16 heads)'s keys, a function of the row's own key count only (so
-// that a row's result never depends on the batch it is in): one split per 256 keys, at most 16.
-// The grid has the splits of the widest possible row, window width + extra width; a row with fewer
-// keys leaves the extra splits empty. harness/components/sparse_attention.cpp sizes the scratch by
-// this rule.
+// How many blocks share a decode row's keys, a function of the row's own key count only (so that a
+// row's result never depends on the batch it is in): one split per 128 keys (two 64-key tiles of
+// the tensor-core kernel), at most 16. The grid has the splits of the widest possible row, window
+// width + extra width; a row with fewer keys leaves the extra splits empty.
+// harness/components/sparse_attention.cpp sizes the scratch by this rule.
 __host__ __device__ inline int64_t sparse_attention_row_splits(int64_t keys) {
-  const int64_t splits = (keys + 255) / 256;
+  const int64_t splits = (keys + 127) / 128;
   return splits < 1 ? 1 : (splits > 16 ? 16 : splits);
 }
 inline int64_t sparse_attention_splits(int64_t window_width, int64_t extra_width) {
@@ -62,18 +62,17 @@ inline int64_t sparse_attention_page_bytes(int64_t tokens_per_page) { return (to
 // naming `launcher` and the field; false where there is nothing to launch (no rows).
 bool sparse_attention_check_launch(const SparseAttentionArgs& args, int64_t splits, const char* launcher);
 
-// Throws std::invalid_argument (naming the field) on impossible sizes; enqueues one kernel on
-// `stream`, no host sync, so it can be captured in a graph.
+// Decode rows. Throws std::invalid_argument (naming the field) on impossible sizes; enqueues one
+// kernel on `stream` (on NVIDIA: kernels/sparse_attention_mma.hip, tensor cores, the row's keys
+// split over sparse_attention_row_splits blocks merged by the last of them; on AMD:
+// kernels/sparse_attention.hip, scalar, a split kernel and a merge kernel), no host sync, so it can
+// be captured in a graph. On NVIDIA, launches must not overlap on one device (the splits' arrival
+// counts are the kernel's own).
 void launch_sparse_attention(const SparseAttentionArgs& args, hipStream_t stream);
-// The decode kernel with one block per (row, 16 heads) over all the row's keys, whatever their
-// count: no scratch, fewer blocks (what launch_sparse_attention does where no row can have more
-// than 256 keys).
-void launch_sparse_attention_unsplit(const SparseAttentionArgs& args, hipStream_t stream);
 
-// The same outputs for many query rows at once (prefill; kernels/sparse_attention_prefill.hip):
-// built for throughput with tensor cores, one block per (row, up to 64 heads) over all the row's
-// keys, no scratch. Same arguments and checks (scratch unused); on AMD, where no tensor-core path is
-// written yet, it is launch_sparse_attention_unsplit.
+// The same outputs for many query rows at once (prefill): one block per (row, up to 64 heads) over
+// all the row's keys, no scratch (tensor cores on NVIDIA; on AMD the scalar kernel unsplit). Same
+// arguments and checks (scratch unused).
 void launch_sparse_attention_prefill(const SparseAttentionArgs& args, hipStream_t stream);
 
 }  // namespace dsv4h

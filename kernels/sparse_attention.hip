@@ -1,6 +1,9 @@
-// DeepSeek-V4 sparse attention, decode (spec 3.4, 9.2): per query row and head, one softmax over
-// the row's window entries and its compressed entries, the head's sink in the denominator, K = V =
-// the 512-dim latent read from MODEL1 FP8 pools (spec 4.1), the output's rope slice de-rotated.
+// DeepSeek-V4 sparse attention on AMD (spec 3.4, 9.2), scalar: per query row and head, one softmax
+// over the row's window entries and its compressed entries, the head's sink in the denominator,
+// K = V = the 512-dim latent read from MODEL1 FP8 pools (spec 4.1), the output's rope slice
+// de-rotated. NVIDIA runs kernels/sparse_attention_mma.hip (tensor cores) for decode and prefill
+// rows alike; no MFMA path is written for gfx90a yet, so this kernel serves both launchers there.
+// The host functions below the kernels (the rope table, the launchers' argument checks) serve both.
 //
 // Design: one block of 256 threads per (query row, group of 16 heads); heads share the keys, so a
 // block reads each key once for its 16 heads (the other groups of the row read it from L2). The
@@ -18,23 +21,20 @@
 //      chunk's scores into weights exp(s - m) and the old accumulators' factor exp(m_old - m);
 //   4. accumulate: each thread owns two dims (a bf16 pair) of all 16 heads' outputs (32 fp32
 //      accumulators) and adds weight x value over the chunk's keys.
-// A row's keys are split over up to 16 blocks (blockIdx.z, whole chunks each, one split per 256
-// keys): each leaves its m, l and accumulators in the caller's scratch and a second kernel merges
-// them in split order. The split count is a function of the row's own key count
-// (sparse_attention_row_splits), never of the batch size, so that a row's result is the same in
-// any batch (the batch-invariance relation compares runs bitwise); the grid has the widest
-// possible row's splits and a shorter row's extra splits are empty and skipped by the merge. When
-// no row can have more than 256 keys, one split writes the output directly: it is the merge of
+// Decode rows' keys are split over up to 16 blocks (blockIdx.z, whole chunks each, as many splits
+// as sparse_attention_row_splits gives the row: one per 128 keys): each leaves its m, l and
+// accumulators in the caller's scratch and a second kernel merges them in split order. The split
+// count is a function of the row's own key count, never of the batch size, so that a row's result
+// is the same in any batch (the batch-invariance relation compares runs bitwise); the grid has the
+// widest possible row's splits and a shorter row's extra splits are empty and skipped by the merge.
+// When no row can have more than 128 keys, one split writes the output directly: it is the merge of
 // one split bit for bit (weight exp(0) = 1, l * 1 + 0 = l, acc * 1 + 0 = acc, acc never -0);
-// launch_sparse_attention_unsplit launches that one split for rows of any length.
+// prefill rows (launch_sparse_attention_prefill) take that one split for rows of any length.
 // At the end o = acc / l * 1 / (1 + exp(sink - lse)), lse = m + log l, with the sigmoid written so
 // that a large sink gives a tiny factor, not inf / inf. A row with no valid key (l = 0) writes 0
 // and lse = -FLT_MAX (the reference's finite stand-in for log 0). The threads owning the rope dims
 // (448..511: one pair each) de-rotate them by the row's position with the layer's rope table
 // (spec 2.4, angles and sin/cos in double: positions reach 2^20 radians).
-// Prefill rows are rows of the same kind (spec 6.1: every query token is its own row, its lengths
-// causal); kernels/sparse_attention_prefill.hip computes them with tensor cores (on AMD, this kernel
-// unsplit).
 //
 // Mutants (issue 30) are compiled in only under DSV4H_MUTANT_<NAME>; NOOP returns at once from both
 // kernels (on a condition of the arguments, so that the compiler keeps the rest).
@@ -50,10 +50,16 @@
 namespace dsv4h {
 namespace {
 
-constexpr int kThreads = 256;
+// Heads come in groups of 16 (both vendors' kernels); a split's state per head in the scratch is
+// its 512 accumulators, m and l.
 constexpr int kHeadsPerBlock = 16;
+constexpr int kDims = 512, kRopePairs = 32;
+constexpr int kPartFloats = kDims + 2;
+
+#if defined(DSV4H_GPU_AMD)
+constexpr int kThreads = 256;
 constexpr int kKeysPerChunk = 16;
-constexpr int kDims = 512, kNopeDims = 448, kRopePairs = 32;
+constexpr int kNopeDims = 448;
 constexpr int kWords = kDims / 2;           // bf16 pairs per key
 // Shared row strides in words: a warp's score step reads 16 keys' rows and 2 heads' rows at one
 // column, 64 bits at a time; 258 puts the 16 keys in distinct bank pairs, 260 the two heads apart
@@ -62,7 +68,6 @@ constexpr int kKeyStride = kWords + 2;
 constexpr int kQueryStride = kWords + 4;
 constexpr int kPartsPerKey = kThreads / kKeysPerChunk;  // 16 threads gather a key, 32 dims each
 constexpr int kDataBytes = 576;             // per token in a page's data section
-constexpr int kPartFloats = kDims + 2;      // a split's state per head: accumulators, m, l
 
 struct ScopeView {
   const uint8_t* cache;
@@ -165,6 +170,8 @@ __device__ __forceinline__ void finalize(const SparseAttentionArgs& a, int64_t r
     const float r0 = static_cast<float>(o0 * rp.c + o1 * rp.s), r1 = static_cast<float>(o1 * rp.c - o0 * rp.s);
     o0 = r0, o1 = r1;
   }
+#else
+  (void)rp;
 #endif
   const uint32_t packed =
       static_cast<uint32_t>(kv_fp8::float_to_bf16(o0)) | (static_cast<uint32_t>(kv_fp8::float_to_bf16(o1)) << 16);
@@ -346,6 +353,7 @@ __global__ void __launch_bounds__(kThreads) sparse_attention_combine(SparseAtten
   }
 }
 
+#endif
 }  // namespace
 
 // Spec 2.4's table: f_i = base^(-2i/64); ratio-4/128 layers base 1.6e5 with frequency-only YaRN
@@ -382,9 +390,18 @@ bool sparse_attention_check_launch(const SparseAttentionArgs& a, int64_t splits,
   return true;
 }
 
+#if defined(DSV4H_GPU_AMD)
 namespace {
 dim3 grid_of(const SparseAttentionArgs& a) {
   return dim3(static_cast<unsigned>(a.heads / kHeadsPerBlock), static_cast<unsigned>(a.rows));
+}
+
+// One block per (row, 16 heads) over all the row's keys, whatever their count: no scratch.
+void launch_unsplit(const SparseAttentionArgs& a, hipStream_t stream) {
+  sparse_attention_decode<false><<<grid_of(a), kThreads, 0, stream>>>(
+      a, sparse_attention_rope(a.compress_ratio), sparse_attention_page_bytes(a.window.tokens_per_page),
+      a.extra.cache ? sparse_attention_page_bytes(a.extra.tokens_per_page) : 0);
+  DSV4H_LAUNCH_CHECK("sparse_attention_decode");
 }
 }  // namespace
 
@@ -392,7 +409,7 @@ void launch_sparse_attention(const SparseAttentionArgs& a, hipStream_t stream) {
   const int64_t splits = sparse_attention_splits(a.window.width, a.extra.cache ? a.extra.width : 0);
   if (!sparse_attention_check_launch(a, splits, "launch_sparse_attention")) return;
   if (splits == 1) {
-    launch_sparse_attention_unsplit(a, stream);
+    launch_unsplit(a, stream);
     return;
   }
   const SparseAttentionRope rope = sparse_attention_rope(a.compress_ratio);
@@ -405,12 +422,10 @@ void launch_sparse_attention(const SparseAttentionArgs& a, hipStream_t stream) {
   DSV4H_LAUNCH_CHECK("sparse_attention_combine");
 }
 
-void launch_sparse_attention_unsplit(const SparseAttentionArgs& a, hipStream_t stream) {
-  if (!sparse_attention_check_launch(a, 1, "launch_sparse_attention_unsplit")) return;
-  sparse_attention_decode<false><<<grid_of(a), kThreads, 0, stream>>>(
-      a, sparse_attention_rope(a.compress_ratio), sparse_attention_page_bytes(a.window.tokens_per_page),
-      a.extra.cache ? sparse_attention_page_bytes(a.extra.tokens_per_page) : 0);
-  DSV4H_LAUNCH_CHECK("sparse_attention_decode");
+void launch_sparse_attention_prefill(const SparseAttentionArgs& a, hipStream_t stream) {
+  if (!sparse_attention_check_launch(a, 1, "launch_sparse_attention_prefill")) return;
+  launch_unsplit(a, stream);
 }
+#endif
 
 }  // namespace dsv4h

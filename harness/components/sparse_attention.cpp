@@ -330,15 +330,16 @@ void validate_inputs(const AttnCase& c, const TensorMap& inputs) {
   reference::sparse_attention(pr);
 }
 
-// The decode kernel's split over keys (kernels/sparse_attention.h, sparse_attention_splits: the same rule):
-// one split per 256 keys of the widest possible row (window + extra width, never bs, so that a
-// row's result does not depend on its batch), at most 16; the splits leave their partial softmax
-// state (512 accumulators, max, sum per head) in `scratch` for a second kernel to merge. The
-// scratch is the kernel's working memory, no reader's: unchecked. One split needs none (a
-// one-element stand-in), nor do prefill rows (launch_sparse_attention_prefill: a block a row).
+// The decode kernels' split over keys (kernels/sparse_attention.h, sparse_attention_splits: the
+// same rule): one split per 128 keys of the widest possible row (window + extra width, never bs, so
+// that a row's result does not depend on its batch), at most 16; the splits leave their partial
+// softmax state (512 accumulators, max, sum per head) in `scratch` to be merged in split order (on
+// NVIDIA by the row's last split, on AMD by a second kernel). The scratch is the kernels' working
+// memory, no reader's: unchecked. One split needs none (a one-element stand-in), nor do prefill
+// rows (launch_sparse_attention_prefill: a block a row).
 int64_t splits_of(const AttnCase& c) {
   const int64_t keys = kWindow + sizes_of(c).extra_width;
-  return std::clamp<int64_t>((keys + 255) / 256, 1, 16);
+  return std::clamp<int64_t>((keys + 127) / 128, 1, 16);
 }
 constexpr int64_t kPartFloats = kDims + 2;
 
@@ -441,11 +442,12 @@ WorkCount work(const AttnCase& c, const TensorMap& inputs) {
 // sum, >= the largest score) follows unless the scores cancel to near zero; the second has a worst
 // case of (2K + 4) u absolute (fp32_lse's derivation, K the key count) but, its terms positive and
 // its roundings of mean zero, a typical size of sqrt(K/9) u: inside (4 sqrt(K) + 1) u of an lse of
-// 1 or more. A CPU emulation of the kernel used at most 1.1% of this bound on the verify cases.
-// The prefill kernel (tensor cores: 64-dim chunks of exact products summed into fp32 scores, the
-// weights entering P x V as bf16 hi + lo) keeps to the same classes: its CPU emulation
-// (tests/cpu/test_sparse_attention_prefill_reference.cpp) uses at most 11% of out's row bound, with
-// 99.8% exact agreement, and 1.1% of lse's.
+// 1 or more. A CPU emulation of the scalar kernel (AMD) used at most 1.1% of this bound on the
+// verify cases. The tensor-core kernel (NVIDIA: 64-dim chunks of exact products summed into fp32
+// scores, the weights entering P x V as bf16 hi + lo; decode rows split per 128 keys and merged)
+// keeps to the same classes: its CPU emulation (tests/cpu/test_sparse_attention_mma_reference.cpp)
+// uses at most 12% of out's row bound, with 99.8% exact agreement, and 1.3% of lse's, on the
+// prefill and the decode verify cases alike.
 std::map<std::string, OutputCheck> checks(const AttnCase& c) {
   const int64_t keys = kWindow + sizes_of(c).extra_width;
   return {{"out", {ToleranceClass::bf16_rounded_once, Comparator::row_rel_l2, 0, ""}},
@@ -510,8 +512,8 @@ Component sparse_attention_component() {
       "sparse_attention(bs=2,ratio=128,pos=127)",
       "sparse_attention(bs=2,ratio=128,pos=128)",
       "sparse_attention(bs=2,ratio=128,pos=255)",
-      // Random lengths; the last two with 256 blocks or more, one split per row (the others' few
-      // rows split their keys over several blocks).
+      // Random lengths, rows split over 1 to 5 blocks; on a 132-SM card the decode launcher's head
+      // groups of 16 (bs 2), 32 (bs 9) and 64 heads (bs 64; bs 33 with 128 heads).
       "sparse_attention(bs=9,ratio=4,ctx=3000)",
       "sparse_attention(bs=9,ratio=128,ctx=40000)",
       "sparse_attention(bs=9,ratio=0,ctx=300)",
@@ -525,7 +527,7 @@ Component sparse_attention_component() {
       // Padding rows: no valid key, 0 and a finite lse.
       "sparse_attention(bs=5,ratio=4,ctx=3000,padding=2)",
       "sparse_attention(bs=3,ratio=0,ctx=100,padding=3)",
-      // Prefill (its own kernel, launch_sparse_attention_prefill): one request's consecutive
+      // Prefill (launch_sparse_attention_prefill: a block per row, no split): one request's consecutive
       // tokens, crossing 512 visible C4 entries and the C128 and window boundaries (p = 127, 128,
       // 129; C4 with 0, 1, 511, 512, 513 entries; C128 p + 1 = 127, 128, 129, 256), every block
       // head count (64, 48, 32, 16: the largest dividing heads), the 1024-wide selection (18 key
@@ -546,19 +548,19 @@ Component sparse_attention_component() {
       "sparse_attention(bs=10,ratio=4,prefill=1,ctx=3000,padding=3)",
   };
   d.batch_param = "bs";
-  // 16 heads, and 192 entries for two key splits (the split path and its scratch replay too): replay
+  // 16 heads, and 192 entries for up to three key splits (the split path and its scratch replay too): replay
   // compares every bucket row for each batch 1..256, and at 64 heads and three splits that was over
   // 250 s of host work on the 2026-12-06 H100 run.
   d.replay_case = "sparse_attention(bs=1,ratio=4,ctx=1024,heads=16,index_topk=192)";
   d.mutants = {
-      DSV4H_MUTANT(sink_ignored, "sparse_attention.hip sparse_attention_prefill.hip", "the sink left out of the denominator (SGLang's SM120 fallback, spec 9.2)"),
-      DSV4H_MUTANT(sink_in_numerator, "sparse_attention.hip sparse_attention_prefill.hip", "exp(sink - m) added to the numerator too"),
-      DSV4H_MUTANT(minus_one_unmasked, "sparse_attention.hip sparse_attention_prefill.hip", "-1 inside the length read as a zero key with score 0 (spec 9.2)"),
-      DSV4H_MUTANT(c4_one_too_many, "sparse_attention.hip sparse_attention_prefill.hip", "one compressed entry more than the row's length: entry (p+1)/4 visible (the caller's length off by one, modelled in the kernel)"),
-      DSV4H_MUTANT(window_short, "sparse_attention.hip sparse_attention_prefill.hip", "the window p-126..p: one entry short"),
-      DSV4H_MUTANT(rope_not_inverted, "sparse_attention.hip sparse_attention_prefill.hip", "the output's rope slice not de-rotated"),
-      DSV4H_MUTANT(empty_row_nan, "sparse_attention.hip sparse_attention_prefill.hip", "a row with no valid key writes 0/0 = NaN"),
-      DSV4H_MUTANT(scale_448, "sparse_attention.hip sparse_attention_prefill.hip", "softmax scale 1/sqrt(448) instead of 1/sqrt(512)"),
+      DSV4H_MUTANT(sink_ignored, "sparse_attention.hip sparse_attention_mma.hip", "the sink left out of the denominator (SGLang's SM120 fallback, spec 9.2)"),
+      DSV4H_MUTANT(sink_in_numerator, "sparse_attention.hip sparse_attention_mma.hip", "exp(sink - m) added to the numerator too"),
+      DSV4H_MUTANT(minus_one_unmasked, "sparse_attention.hip sparse_attention_mma.hip", "-1 inside the length read as a zero key with score 0 (spec 9.2)"),
+      DSV4H_MUTANT(c4_one_too_many, "sparse_attention.hip sparse_attention_mma.hip", "one compressed entry more than the row's length: entry (p+1)/4 visible (the caller's length off by one, modelled in the kernel)"),
+      DSV4H_MUTANT(window_short, "sparse_attention.hip sparse_attention_mma.hip", "the window p-126..p: one entry short"),
+      DSV4H_MUTANT(rope_not_inverted, "sparse_attention.hip sparse_attention_mma.hip", "the output's rope slice not de-rotated"),
+      DSV4H_MUTANT(empty_row_nan, "sparse_attention.hip sparse_attention_mma.hip", "a row with no valid key writes 0/0 = NaN"),
+      DSV4H_MUTANT(scale_448, "sparse_attention.hip sparse_attention_mma.hip", "softmax scale 1/sqrt(448) instead of 1/sqrt(512)"),
   };
   d.gpu_tests = "SparseAttentionGpu.*";
   d.bench_binary = "bench_sparse_attention";
@@ -609,7 +611,7 @@ Component sparse_attention_component() {
   d.relation_cases = {
       "batch_invariance(chunks=3):sparse_attention(bs=9,ratio=4,ctx=3000)",
       "batch_invariance(chunks=4):sparse_attention(bs=12,ratio=128,ctx=20000,heads=16)",
-      // Prefill rows: a row alone and in chunks, bitwise (the prefill kernel computes each row alone).
+      // Prefill rows: a row alone and in chunks, bitwise (the prefill launch computes each row alone).
       "batch_invariance(chunks=5):sparse_attention(bs=24,ratio=4,prefill=1,ctx=4096,heads=16)",
       "batch_invariance(chunks=3):sparse_attention(bs=12,ratio=128,prefill=1,ctx=4096)",
   };

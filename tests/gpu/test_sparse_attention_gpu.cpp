@@ -1,9 +1,10 @@
 // sparse_attention's GPU checks beside the generic ones (every verify case against the reference,
-// graph replay, relations): prefill == decode for the same tokens. Prefill rows run the prefill
-// kernel (tensor cores, kernels/sparse_attention_prefill.hip), decode rows the decode kernel; the
-// same rows through both agree within the outputs' tolerance classes (each kernel is within them of
-// the reference, and the classes leave room for two: see the CPU emulation of the prefill kernel,
-// tests/cpu/test_sparse_attention_prefill_reference.cpp, which uses under half of each bound).
+// graph replay, relations): prefill == decode for the same tokens. Prefill rows take a block each
+// over all their keys, decode rows split their keys over several blocks merged by the last one (on
+// NVIDIA both in kernels/sparse_attention_mma.hip; on AMD the scalar kernels/sparse_attention.hip,
+// unsplit and split); the same rows both ways agree within the outputs' tolerance classes (each way
+// is within them of the reference, and the classes leave room for two: see the CPU emulation of
+// both, tests/cpu/test_sparse_attention_mma_reference.cpp, which uses under half of each bound).
 #include <gtest/gtest.h>
 
 #include <string>
