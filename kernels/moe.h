@@ -24,8 +24,9 @@ struct MoeArgs {
   uint16_t* act;                    // [tokens * topk, inter] bf16; filtered rows neither read nor written
   float* down;                      // [tokens * topk, hidden]; zeros on filtered rows
   float* out;                       // [tokens, hidden]: route_scale * sum over slots, the rank's partial;
-                                    // until the combine, the rows' grouping by expert (moe_grouping.h),
-                                    // so it aliases no input
+                                    // until the combine, the rows' grouping by expert (moe_grouping.h):
+                                    // it overlaps no other buffer of these arguments, and nothing
+                                    // writes it between launch_moe_local_ids and launch_moe_combine
   int64_t tokens, hidden_size, inter, topk;
   int64_t first_expert;             // r * local_experts
   int64_t local_experts;            // E / R

@@ -27,6 +27,7 @@ __global__ void __launch_bounds__(T::kThreads) moe_down_mma(MoeArgs args, MoeGro
 #if defined(DSV4H_MUTANT_NOOP)
   if (args.tokens >= 0) return;
 #endif
+  schedule_point();
   __shared__ typename T::Shared sh;
   const int groups = static_cast<int>(grouping.groups);
   int group = 0, first = 0, count = 0;

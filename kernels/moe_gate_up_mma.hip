@@ -31,6 +31,7 @@ __global__ void __launch_bounds__(T::kThreads) moe_gate_up_mma(MoeArgs args, Moe
 #if defined(DSV4H_MUTANT_NOOP)
   if (args.tokens >= 0) return;
 #endif
+  schedule_point();
   __shared__ typename T::Shared sh;
   const int groups = static_cast<int>(grouping.groups);
   int group = 0, first = 0, count = 0;

@@ -38,13 +38,16 @@ struct MoeGrouping {
   int32_t* row_offsets = nullptr;
   int32_t* tile_offsets = nullptr;
   int32_t* rows_sorted = nullptr;
-  int64_t max_tiles = 0;   // the most row tiles any grouping needs: ceil(rows / tile_rows) + G
+  int64_t max_tiles = 0;   // the most row tiles any grouping needs: ceil(rows / T) + min(G, rows) - 1, at most rows
 };
 
 // The tiled path's conditions: NVIDIA (AMD keeps the scalar kernels: no MFMA path is written),
 // hidden and inter multiples of 8 (16-byte rows for cp.async), hidden >= topk + 2 local_experts + 4
 // (the grouping fits in `out`), local_experts <= kMoeMaxGroupedExperts (its counters fit in shared
-// memory). tile_rows: 64 where the rows per local expert average at least 128 (prefill), else 16.
+// memory). tile_rows: 64 where the token slots (filtered ones included) average at least 128 a local
+// expert (prefill), else 16. The path depends on the layer's shape only, local_experts included: a
+// layer whose rank split changes the capacity condition sums in the other order (none of today's
+// configs does; an int32 workspace in MoeArgs would remove the condition).
 constexpr int64_t kMoeMaxGroupedExperts = 1024;
 MoeGrouping moe_grouping(const MoeArgs& args);
 

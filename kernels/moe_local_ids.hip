@@ -47,6 +47,7 @@ __global__ void __launch_bounds__(kGroupingThreads) moe_local_ids(MoeArgs args, 
 #if defined(DSV4H_MUTANT_NOOP)
   if (args.tokens >= 0) return;
 #endif
+  schedule_point();
   __shared__ int counts[kMoeMaxGroupedExperts + 1], lane_rows[kLanes], lane_tiles[kLanes];
   const int64_t rows = args.tokens * args.topk;
   const int groups = static_cast<int>(grouping.groups), filtered = groups - 1;

@@ -315,6 +315,12 @@ Component moe_component() {
       // more a local expert) off every edge: K (hidden, inter) not a multiple of the 32-wide steps,
       // N (2 inter, hidden) not of the 128 columns, the experts' rows not of the 64 rows.
       "moe(tokens=160,hidden=136,inter=72,experts=4,topk=2,ranks=2,rank=1,padded=0.2)",
+      // The grouping's scan where a lane counts several experts (33 and 65 groups over 32 lanes:
+      // the Flash rank's 32 local experts take that branch), on prefill and decode tiles; and `out`
+      // exactly full with the grouping (hidden = topk + 2 local_experts + 4: 3 + 3 + 2 int32s).
+      "moe(tokens=700,hidden=80,inter=64,experts=32,topk=6,ranks=1,rank=0,padded=0.1)",
+      "moe(tokens=20,hidden=144,inter=64,experts=128,topk=6,ranks=2,rank=1)",
+      "moe(tokens=1,hidden=8,inter=8,experts=2,topk=2,ranks=2,rank=0)",
   };
   d.batch_param = "tokens";
   d.replay_case = "moe(tokens=1,hidden=64,inter=32,experts=8,topk=2,ranks=2,rank=1)";
