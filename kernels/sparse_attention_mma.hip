@@ -61,8 +61,9 @@
 // AMD (gfx90a): no MFMA path is written yet; kernels/sparse_attention.hip's scalar kernel serves
 // both launchers there.
 //
-// Mutants (issue 30) are compiled in only under DSV4H_MUTANT_<NAME>; NOOP returns at once (on a
-// condition of the arguments, so that the compiler keeps the rest).
+// Mutants (issue 30, and SPLIT_ARRIVAL_NOT_RESET of the split protocol) are compiled in only under
+// DSV4H_MUTANT_<NAME>; NOOP returns at once (on a condition of the arguments, so that the compiler
+// keeps the rest).
 #include <atomic>
 #include <cfloat>
 #include <cmath>
@@ -143,8 +144,9 @@ struct ScopeView {
 constexpr int kMaxSplits = 16;  // sparse_attention_row_splits' bound
 constexpr int kPartFloats = kDims + 2;  // a split's state per head: accumulators, m, l
 
-// Arrivals of the splits of each (row, head group): row * head groups + group, at most 65535 rows
-// x 16 groups (1024 heads in blocks of 64); 0 between launches.
+// Arrivals of the splits of each (row, head group): row * head groups + group, rows x groups at
+// most 2^20 (the launch refuses more); 0 between launches, which every split of a row arriving
+// keeps so: the lengths are clamped to their widths, so no row counts more splits than the grid has.
 constexpr int64_t kArrivalCounts = int64_t{1} << 20;
 __device__ unsigned int split_arrivals[kArrivalCounts];
 
@@ -307,8 +309,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const ScopeView window{a.window.cache, a.window.tokens_per_page, window_page_bytes};
   const ScopeView extra{a.extra.cache, a.extra.tokens_per_page, extra_page_bytes};
-  int64_t window_len = a.window.lengths[row];
-  int64_t extra_len = a.extra.cache ? a.extra.lengths[row] : 0;
+  // Lengths past their widths (metadata the launch cannot check without a sync) are clamped: a row
+  // counting more splits than the grid launched would leave its arrival count behind for the next
+  // launch, and read the next row's indices.
+  const auto clamp_len = [](int64_t len, int64_t width) { return len < 0 ? int64_t{0} : (len > width ? width : len); };
+  int64_t window_len = clamp_len(a.window.lengths[row], a.window.width);
+  int64_t extra_len = a.extra.cache ? clamp_len(a.extra.lengths[row], a.extra.width) : 0;
 #if defined(DSV4H_MUTANT_WINDOW_SHORT)
   window_len = window_len < 127 ? window_len : 127;
 #endif
@@ -509,12 +515,18 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (half == 0 && lane % 4 == 0) part[kDims] = m[r], part[kDims + 1] = l[r];
       }
     }
-    __threadfence();  // the partials are visible device-wide before the arrival is counted
+    __threadfence();
     sync_block();
     if (tid == 0) {
-      unsigned int& arrivals = split_arrivals[row * gridDim.y + blockIdx.y];
-      sh.last = atomicAdd(&arrivals, 1u) == static_cast<unsigned int>(splits - 1);
-      if (sh.last) arrivals = 0;  // every split has arrived: the next launch finds 0
+      // The release: the block's partials (ordered before the barrier) before the count, in the
+      // counting thread. atomicInc wraps to 0 at the last arrival: the next launch finds 0.
+      __threadfence();
+      const unsigned int last = static_cast<unsigned int>(splits - 1);
+#if defined(DSV4H_MUTANT_SPLIT_ARRIVAL_NOT_RESET)
+      sh.last = atomicAdd(&split_arrivals[row * gridDim.y + blockIdx.y], 1u) == last;
+#else
+      sh.last = atomicInc(&split_arrivals[row * gridDim.y + blockIdx.y], last) == last;
+#endif
     }
     sync_block();
     if (!sh.last) return;

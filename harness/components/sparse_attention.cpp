@@ -519,6 +519,12 @@ Component sparse_attention_component() {
       "sparse_attention(bs=9,ratio=0,ctx=300)",
       "sparse_attention(bs=64,ratio=4,ctx=3000)",
       "sparse_attention(bs=33,heads=128,ratio=128,ctx=30000)",
+      // Head groups of 48 (the fourth head tile of a block idle in the split path); 4 of a row's 5
+      // splits holding only masked keys (holes=1: every selected entry -1); 16 splits, the cap
+      // (2174 keys of C128 at 262000).
+      "sparse_attention(bs=64,heads=48,ratio=4,ctx=3000)",
+      "sparse_attention(bs=2,ratio=4,pos=2051,holes=1)",
+      "sparse_attention(bs=3,ratio=128,pos=262000,ctx=300000,heads=16)",
       // Adversarial scores.
       "sparse_attention(bs=3,ratio=4,ctx=3000,scores=1)",
       "sparse_attention(bs=3,ratio=128,ctx=3000,scores=2)",
@@ -561,6 +567,9 @@ Component sparse_attention_component() {
       DSV4H_MUTANT(rope_not_inverted, "sparse_attention.hip sparse_attention_mma.hip", "the output's rope slice not de-rotated"),
       DSV4H_MUTANT(empty_row_nan, "sparse_attention.hip sparse_attention_mma.hip", "a row with no valid key writes 0/0 = NaN"),
       DSV4H_MUTANT(scale_448, "sparse_attention.hip sparse_attention_mma.hip", "softmax scale 1/sqrt(448) instead of 1/sqrt(512)"),
+      // The split decode's own protocol (not a spec bug): a count left at its last arrival, so that
+      // no split of the next launch merges and the outputs stay unwritten.
+      DSV4H_MUTANT(split_arrival_not_reset, "sparse_attention_mma.hip", "the splits' arrival count not reset after the merge"),
   };
   d.gpu_tests = "SparseAttentionGpu.*";
   d.bench_binary = "bench_sparse_attention";
@@ -611,6 +620,8 @@ Component sparse_attention_component() {
   d.relation_cases = {
       "batch_invariance(chunks=3):sparse_attention(bs=9,ratio=4,ctx=3000)",
       "batch_invariance(chunks=4):sparse_attention(bs=12,ratio=128,ctx=20000,heads=16)",
+      // Decode rows in 64-head groups (the whole batch) against 16-head groups (its chunks).
+      "batch_invariance(chunks=16):sparse_attention(bs=64,ratio=4,ctx=3000)",
       // Prefill rows: a row alone and in chunks, bitwise (the prefill launch computes each row alone).
       "batch_invariance(chunks=5):sparse_attention(bs=24,ratio=4,prefill=1,ctx=4096,heads=16)",
       "batch_invariance(chunks=3):sparse_attention(bs=12,ratio=128,prefill=1,ctx=4096)",
