@@ -7,6 +7,24 @@
 
 namespace dsv4h::model::gpu {
 
+MhcPreArgs GpuForward::mhc_pre_args(const std::string& p, const std::string& sub, const uint16_t* streams, uint16_t* x,
+                                    float* post, float* comb, int64_t T) const {
+  MhcPreArgs a{};
+  a.h = streams;
+  a.fn = f32(p + "hc_" + sub + "_fn");
+  a.scale = f32(p + "hc_" + sub + "_scale");
+  a.base = f32(p + "hc_" + sub + "_base");
+  a.x = x;
+  a.post = post;
+  a.comb = comb;
+  a.tokens = T;
+  a.dim = c_.dim;
+  a.sinkhorn_iters = c_.hc_sinkhorn_iters;
+  a.hc_eps = c_.hc_eps;
+  a.norm_eps = c_.norm_eps;
+  return a;
+}
+
 GpuForward::Buf GpuForward::embed(const std::vector<int64_t>& tokens, int64_t copies, const std::string& op) const {
   const int64_t T = static_cast<int64_t>(tokens.size()), dim = c_.dim;
   std::vector<int32_t> ids(tokens.begin(), tokens.end());
@@ -25,20 +43,8 @@ GpuForward::Buf GpuForward::block(int64_t layer, const std::string& p, const Buf
   };
   const auto pre = [&](const Buf& streams, const std::string& sub) {
     Mix m{device_array<uint16_t>(T * dim), device_array<float>(T * hc), device_array<float>(T * hc * hc)};
-    MhcPreArgs a{};
-    a.h = streams.as<uint16_t>();
-    a.fn = f32(p + "hc_" + sub + "_fn");
-    a.scale = f32(p + "hc_" + sub + "_scale");
-    a.base = f32(p + "hc_" + sub + "_base");
-    a.x = m.x.as<uint16_t>();
-    a.post = m.post.as<float>();
-    a.comb = m.comb.as<float>();
-    a.tokens = T;
-    a.dim = dim;
-    a.sinkhorn_iters = c_.hc_sinkhorn_iters;
-    a.hc_eps = c_.hc_eps;
-    a.norm_eps = c_.norm_eps;
-    launch_mhc_pre(a, stream_);
+    launch_mhc_pre(mhc_pre_args(p, sub, streams.as<uint16_t>(), m.x.as<uint16_t>(), m.post.as<float>(), m.comb.as<float>(), T),
+                   stream_);
     report(p + "hc_" + sub + ".pre", {{"x", {m.x.as<void>(), Dtype::bf16, T, dim, dim}},
                                       {"post", {m.post.as<void>(), Dtype::f32, T, hc, hc}},
                                       {"comb", {m.comb.as<void>(), Dtype::f32, T, hc * hc, hc * hc}}});

@@ -49,44 +49,19 @@ uint16_t* GpuForward::step_moe(DecodeBucket& b, int64_t layer, const std::string
   const float* logits = static_cast<const float*>(step_linear(b, x, B, p + "gate.weight", Dtype::f32, 1.f, p + "gate", "logits"));
   int32_t* ids = b.take<int32_t>(B * k);
   float* weights = b.take<float>(B * k);
-  MoeRoutingArgs ra{};
-  ra.logits = logits;
-  ra.hash = layer < c_.n_hash_layers;
-  ra.bias = ra.hash ? nullptr : f32(p + "gate.bias");
-  ra.token_ids = tokens;
-  ra.tid2eid = ra.hash ? weight(p + "gate.tid2eid").as<int32_t>() : nullptr;
-  ra.topk_ids = ids;
-  ra.topk_weights = weights;
-  ra.tokens = B;
-  ra.experts = E;
-  ra.topk = k;
-  ra.route_scale = c_.route_scale;
-  launch_moe_routing(ra, stream_);
+  launch_moe_routing(routing_args(layer, p, logits, tokens, ids, weights, B), stream_);
   b.record(p + "route", {{"ids", {ids, Dtype::i32, B, k, k}, OpValues::index}, {"weights", {weights, Dtype::f32, B, k, k}}});
 
   // As the per-request forward (moe.cpp): the filtered MoE once per simulated rank, summed, and the
   // shared expert as a MoE of one expert that every token takes with weight 1.
   const auto run_moe = [&](const int32_t* topk_ids, const float* topk_weights, int64_t slots, const std::string& stack,
                            int64_t first, int64_t local, float route_scale, float* out) {
-    MoeArgs m{};
-    m.hidden = x;
-    m.topk_ids = topk_ids;
-    m.topk_weights = topk_weights;
-    m.gate_up_weights = bf16(stack + ".gate_up") + first * 2 * I * dim;
-    m.down_weights = bf16(stack + ".down") + first * dim * I;
+    MoeArgs m = moe_args(x, topk_ids, topk_weights, B, slots, stack, first, local, route_scale);
     m.local_ids = b.take<int32_t>(B * slots);
     m.gate_up = b.take<uint16_t>(B * slots * 2 * I);
     m.act = b.take<uint16_t>(B * slots * I);
     m.down = b.take<float>(B * slots * dim);
     m.out = out;
-    m.tokens = B;
-    m.hidden_size = dim;
-    m.inter = I;
-    m.topk = slots;
-    m.first_expert = first;
-    m.local_experts = local;
-    m.route_scale = route_scale;
-    m.swiglu_limit = static_cast<float>(c_.swiglu_limit);
     launch_moe(m, stream_);
   };
   float* routed = b.take<float>(B * dim);
@@ -116,20 +91,7 @@ uint16_t* GpuForward::step_block(DecodeBucket& b, const BatchPools& pools, int64
   };
   const auto pre = [&](const uint16_t* streams, const std::string& sub) {
     const Mix m{b.take<uint16_t>(B * dim), b.take<float>(B * hc), b.take<float>(B * hc * hc)};
-    MhcPreArgs a{};
-    a.h = streams;
-    a.fn = f32(p + "hc_" + sub + "_fn");
-    a.scale = f32(p + "hc_" + sub + "_scale");
-    a.base = f32(p + "hc_" + sub + "_base");
-    a.x = m.x;
-    a.post = m.post;
-    a.comb = m.comb;
-    a.tokens = B;
-    a.dim = dim;
-    a.sinkhorn_iters = c_.hc_sinkhorn_iters;
-    a.hc_eps = c_.hc_eps;
-    a.norm_eps = c_.norm_eps;
-    launch_mhc_pre(a, stream_);
+    launch_mhc_pre(mhc_pre_args(p, sub, streams, m.x, m.post, m.comb, B), stream_);
     b.record(p + "hc_" + sub + ".pre", {{"x", {m.x, Dtype::bf16, B, dim, dim}},
                                         {"post", {m.post, Dtype::f32, B, hc, hc}},
                                         {"comb", {m.comb, Dtype::f32, B, hc * hc, hc * hc}}});

@@ -71,6 +71,9 @@
 
 #include "device_data.h"
 #include "gpu_forward.h"
+#include "kernels/mhc.h"
+#include "kernels/moe.h"
+#include "kernels/moe_routing.h"
 #include "model/decode_batch.h"
 
 #if defined(DSV4H_GPU_NVIDIA)
@@ -145,6 +148,17 @@ class GpuForward : public ModelBackend {
   Buf block(int64_t layer, const std::string& p, const Buf& h, int64_t T, const Buf& tokens, LayerState& cache) const;
   Buf attention(int64_t layer, const std::string& p, const Buf& x, int64_t T, LayerState& cache, bool prefill) const;
   Buf moe(int64_t layer, const std::string& p, const Buf& x, int64_t T, const Buf& tokens) const;
+  // The routing of layer `layer`'s T rows (hash or biased top-k) and one filtered MoE of the stack
+  // `stack` ("...routed" or "...shared"): its experts [first, first + local), every size and weight
+  // but the workspace and `out`, which the per-request and the batched forward place each their own.
+  // The mHC pre-mix of the block `p`'s `sub` ("attn" or "ffn") over T rows of streams, into x, post
+  // and comb.
+  MhcPreArgs mhc_pre_args(const std::string& p, const std::string& sub, const uint16_t* streams, uint16_t* x, float* post,
+                          float* comb, int64_t T) const;
+  MoeRoutingArgs routing_args(int64_t layer, const std::string& p, const float* logits, const int32_t* tokens, int32_t* ids,
+                              float* weights, int64_t T) const;
+  MoeArgs moe_args(const uint16_t* x, const int32_t* topk_ids, const float* topk_weights, int64_t T, int64_t slots,
+                   const std::string& stack, int64_t first, int64_t local, float route_scale) const;
   Buf head(const Buf& h, int64_t T, const std::string& p) const;
   // The compressor of `p` ("...compressor.") over the call's x (fp32): the entries the call's
   // tokens complete into `pool` (entry j at slot first_slot + j), the ring (ring_slot's rows of

@@ -8,23 +8,50 @@
 
 namespace dsv4h::model::gpu {
 
+MoeRoutingArgs GpuForward::routing_args(int64_t layer, const std::string& p, const float* logits, const int32_t* tokens,
+                                        int32_t* ids, float* weights, int64_t T) const {
+  MoeRoutingArgs ra{};
+  ra.logits = logits;
+  ra.hash = layer < c_.n_hash_layers;
+  ra.bias = ra.hash ? nullptr : f32(p + "gate.bias");
+  ra.token_ids = tokens;
+  ra.tid2eid = ra.hash ? weight(p + "gate.tid2eid").as<int32_t>() : nullptr;
+  ra.topk_ids = ids;
+  ra.topk_weights = weights;
+  ra.tokens = T;
+  ra.experts = c_.n_routed_experts;
+  ra.topk = c_.n_activated_experts;
+  ra.route_scale = c_.route_scale;
+  return ra;
+}
+
+MoeArgs GpuForward::moe_args(const uint16_t* x, const int32_t* topk_ids, const float* topk_weights, int64_t T, int64_t slots,
+                             const std::string& stack, int64_t first, int64_t local, float route_scale) const {
+  const int64_t dim = c_.dim, I = c_.moe_inter_dim;
+  MoeArgs m{};
+  m.hidden = x;
+  m.topk_ids = topk_ids;
+  m.topk_weights = topk_weights;
+  m.gate_up_weights = bf16(stack + ".gate_up") + first * 2 * I * dim;
+  m.down_weights = bf16(stack + ".down") + first * dim * I;
+  m.tokens = T;
+  m.hidden_size = dim;
+  m.inter = I;
+  m.topk = slots;
+  m.first_expert = first;
+  m.local_experts = local;
+  m.route_scale = route_scale;
+  m.swiglu_limit = static_cast<float>(c_.swiglu_limit);
+  return m;
+}
+
 GpuForward::Buf GpuForward::moe(int64_t layer, const std::string& p, const Buf& x, int64_t T, const Buf& tokens) const {
   const int64_t E = c_.n_routed_experts, k = c_.n_activated_experts, dim = c_.dim, I = c_.moe_inter_dim;
   const Buf logits = report_linear(x.as<uint16_t>(), T, p + "gate.weight", p + "gate", Dtype::f32, 1.f, "logits");
   Buf ids = device_array<int32_t>(T * k), weights = device_array<float>(T * k);
-  MoeRoutingArgs ra{};
-  ra.logits = logits.as<float>();
-  ra.hash = layer < c_.n_hash_layers;
-  ra.bias = ra.hash ? nullptr : f32(p + "gate.bias");
-  ra.token_ids = tokens.as<int32_t>();
-  ra.tid2eid = ra.hash ? weight(p + "gate.tid2eid").as<int32_t>() : nullptr;
-  ra.topk_ids = ids.as<int32_t>();
-  ra.topk_weights = weights.as<float>();
-  ra.tokens = T;
-  ra.experts = E;
-  ra.topk = k;
-  ra.route_scale = c_.route_scale;
-  if (T > 0) launch_moe_routing(ra, stream_);
+  if (T > 0)
+    launch_moe_routing(routing_args(layer, p, logits.as<float>(), tokens.as<int32_t>(), ids.as<int32_t>(), weights.as<float>(), T),
+                       stream_);
   report(p + "route", {{"ids", {ids.as<void>(), Dtype::i32, T, k, k}, OpValues::index},
                        {"weights", {weights.as<void>(), Dtype::f32, T, k, k}}});
 
@@ -33,25 +60,12 @@ GpuForward::Buf GpuForward::moe(int64_t layer, const std::string& p, const Buf& 
                            int64_t first, int64_t local, float route_scale, float* out) {
     Buf local_ids = device_array<int32_t>(T * slots), gate_up = device_array<uint16_t>(T * slots * 2 * I);
     Buf act = device_array<uint16_t>(T * slots * I), down = device_array<float>(T * slots * dim);
-    MoeArgs m{};
-    m.hidden = x.as<uint16_t>();
-    m.topk_ids = topk_ids;
-    m.topk_weights = topk_weights;
-    m.gate_up_weights = bf16(stack + ".gate_up") + first * 2 * I * dim;
-    m.down_weights = bf16(stack + ".down") + first * dim * I;
+    MoeArgs m = moe_args(x.as<uint16_t>(), topk_ids, topk_weights, T, slots, stack, first, local, route_scale);
     m.local_ids = local_ids.as<int32_t>();
     m.gate_up = gate_up.as<uint16_t>();
     m.act = act.as<uint16_t>();
     m.down = down.as<float>();
     m.out = out;
-    m.tokens = T;
-    m.hidden_size = dim;
-    m.inter = I;
-    m.topk = slots;
-    m.first_expert = first;
-    m.local_experts = local;
-    m.route_scale = route_scale;
-    m.swiglu_limit = static_cast<float>(c_.swiglu_limit);
     launch_moe(m, stream_);
     DSV4H_HIP_CHECK(hipStreamSynchronize(stream_));  // the workspace is freed on return
   };

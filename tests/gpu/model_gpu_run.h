@@ -54,6 +54,14 @@ inline model::RunPlan plan_of(const ModelCase& c, int64_t vocab) {
   return plan;
 }
 
+// Requests of prompt c.prompt and c.decode + 2 * r decode steps, r = 0 .. c.batch - 1, so that the
+// batch shrinks as they finish (the rows after a finished request move up).
+inline model::RunPlan ragged_plan_of(const ModelCase& c, int64_t vocab) {
+  model::RunPlan plan = plan_of({c.prompt, c.decode + 2 * (c.batch - 1), c.batch, c.index_topk, c.seed}, vocab);
+  for (int64_t r = 0; r < c.batch; ++r) plan.tokens[static_cast<size_t>(r)].resize(static_cast<size_t>(c.prompt + c.decode + 2 * r));
+  return plan;
+}
+
 inline std::string table_of(const BisectResult& result) {
   std::string text;
   for (const std::string& line : bisect_table(result)) text += line + "\n";

@@ -7,14 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
+#include <cstdio>
+#include <stdexcept>
 #include <string>
 
 #include "gpu_env.h"
-#include "harness/case_file.h"
 #include "harness/model/bisect.h"
-#include "model/gpu/gpu_forward.h"
-#include "model/trace.h"
+#include "model_gpu_run.h"
 
 #ifndef DSV4H_MODEL_MUTANT
 #error "DSV4H_MODEL_MUTANT names the mutant this binary is built with"
@@ -39,23 +38,6 @@ const Expectation kExpectations[] = {
     {"model_mtp_zero_pad", model::DecodeMode::batched_graph, "mtp.0.embed"},
 };
 
-model::RunPlan ragged_plan(int64_t vocab) {
-  model::RunPlan plan;
-  plan.prompt = 5;
-  uint64_t state = 0x5EED;
-  for (int64_t r = 0; r < 7; ++r) {
-    std::vector<int64_t> tokens;
-    for (int64_t t = 0; t < plan.prompt + 2 + 2 * r; ++t) {
-      uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-      tokens.push_back(static_cast<int64_t>((z ^ (z >> 31)) % static_cast<uint64_t>(vocab)));
-    }
-    plan.tokens.push_back(std::move(tokens));
-  }
-  return plan;
-}
-
 // Parameterised by the mutant's name, so that each binary's test is named after its mutant.
 class ModelMutant : public ::testing::TestWithParam<std::string> {};
 
@@ -65,19 +47,14 @@ TEST_P(ModelMutant, CaughtAndNamed) {
   const auto it = std::find_if(std::begin(kExpectations), std::end(kExpectations),
                                [&](const Expectation& e) { return mutant == e.mutant; });
   ASSERT_NE(it, std::end(kExpectations)) << "no expectation for model mutant " << mutant;
-  const model::ModelConfig config = model::load_config(fixtures_dir() + "/../model/configs/tiny.json");
-  const model::ReferenceModel m(config, model::make_weights(config, 31), model::gpu_forward_reference_options());
   model::GpuForwardOptions options;
   options.decode = it->mode;
-  std::string why_not;
-  const std::unique_ptr<model::ModelBackend> forward = model::open_gpu_forward(m, options, why_not);
-  ASSERT_TRUE(forward) << why_not;
-  const model::RunPlan plan = ragged_plan(config.vocab_size);
-  model::Trace candidate;
-  model::TraceRecorder recorder(candidate);
+  // Seven requests of prompt 5 and 2, 4, .. 14 decode steps: the batch shrinks from 7 to 1.
+  const model_gpu_test::ModelCase c{5, 2, 7, 512, 31};
+  const model::RunPlan plan = model_gpu_test::ragged_plan_of(c, model_gpu_test::config_of(c).vocab_size);
   if (!it->first_op) {
     try {
-      forward->run(plan, recorder);
+      model_gpu_test::bisect_gpu(c, options, "", nullptr, &plan);
       FAIL() << mutant << ": the decode step's capture accepted a host synchronisation";
     } catch (const std::runtime_error& e) {
       const std::string what = e.what();
@@ -88,12 +65,9 @@ TEST_P(ModelMutant, CaughtAndNamed) {
     }
     return;
   }
-  forward->run(plan, recorder);
-  const BisectResult result = bisect(m, plan, candidate);
-  std::string table;
-  for (const std::string& line : bisect_table(result)) table += line + "\n";
-  ASSERT_TRUE(result.first.has_value()) << mutant << " survived: no op over its budget\n" << table;
-  EXPECT_EQ(result.ops[*result.first].op, it->first_op) << mutant << " caught at another op\n" << table;
+  const BisectResult result = model_gpu_test::bisect_gpu(c, options, "", nullptr, &plan);
+  ASSERT_TRUE(result.first.has_value()) << mutant << " survived: no op over its budget\n" << model_gpu_test::table_of(result);
+  EXPECT_EQ(result.ops[*result.first].op, it->first_op) << mutant << " caught at another op\n" << model_gpu_test::table_of(result);
 }
 
 INSTANTIATE_TEST_SUITE_P(Model, ModelMutant, ::testing::Values(std::string(DSV4H_MODEL_MUTANT)),
