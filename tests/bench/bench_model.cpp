@@ -98,7 +98,10 @@ void time_host_fed(benchmark::State& state, hipStream_t stream, Step&& step, std
 }
 
 // A captured step's nodes, each timed alone: the graph cloned with every other node removed,
-// launched back to back behind a hold (16 a sample, the median of 3 samples).
+// launched back to back behind a hold (16 a sample, the median of 3 samples). A node alone reads
+// what the step's earlier nodes left (every op writes a buffer of its own, decode_graph.h) and
+// writes what it always writes, so it does the step's work; no node of the step accumulates into
+// its output (one simulated rank: no partial sums).
 struct GraphNodes {
   int64_t nodes = 0, kernels = 0;
   double seconds = 0;  // the sum of the nodes' device times
