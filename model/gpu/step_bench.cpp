@@ -2,7 +2,6 @@
 #include "step_bench.h"
 
 #include <random>
-#include <set>
 #include <stdexcept>
 
 #include "decode_graph.h"
@@ -127,15 +126,15 @@ void StepBench::replay(int64_t rows) { DSV4H_HIP_CHECK(hipGraphLaunch(bucket(row
 
 hipGraph_t StepBench::graph(int64_t rows) { return bucket(rows).graph; }
 
-int64_t StepBench::distinct_experts(int64_t rows, const std::string& route_op) {
+std::vector<int32_t> StepBench::routed(int64_t rows, const std::string& route_op) {
   DecodeBucket& b = bucket(rows);
   for (const StepOp& op : b.ops) {
     if (op.name != route_op) continue;
     const RowMatrix ids = download(op.outputs.at(0).view, forward_->stream_);
-    std::set<int64_t> used;
+    std::vector<int32_t> out;
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < ids.cols(); ++j) used.insert(static_cast<int64_t>(ids(r, j)));
-    return static_cast<int64_t>(used.size());
+      for (int64_t j = 0; j < ids.cols(); ++j) out.push_back(static_cast<int32_t>(ids(r, j)));
+    return out;
   }
   throw std::invalid_argument("StepBench: the step has no op " + route_op);
 }

@@ -53,9 +53,9 @@ class StepBench {
   void replay(int64_t rows);
   // The bucket's captured graph (for counting and timing its nodes).
   hipGraph_t graph(int64_t rows);
-  // How many distinct experts the rows' last step routed to (the op `route_op`'s ids, e.g.
-  // "layers.0.ffn.route"): the experts whose weights the step read.
-  int64_t distinct_experts(int64_t rows, const std::string& route_op);
+  // The experts the rows' last step routed each row to (the op `route_op`'s ids, e.g.
+  // "layers.0.ffn.route"; rows x n_activated_experts, read back): whose weights the step read.
+  std::vector<int32_t> routed(int64_t rows, const std::string& route_op);
 
   // The per-request prefill (see the header).
   void new_request(int64_t capacity);

@@ -37,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -308,7 +309,8 @@ void BM_model_flash_layer_decode(benchmark::State& state) {
   if (!p.flash_nodes.count(rows)) p.flash_nodes[rows] = time_graph_nodes(b.graph(rows), b.stream());
   report_nodes(state, p.flash_nodes[rows], samples);
 
-  const int64_t used = b.distinct_experts(rows, "layers.0.ffn.route");
+  const std::vector<int32_t> ids = b.routed(rows, "layers.0.ffn.route");
+  const int64_t used = static_cast<int64_t>(std::set<int32_t>(ids.begin(), ids.end()).size());
   double floor = 0, bytes = 0, flops = 0;
   static std::map<int64_t, bool> printed;
   for (const OpWork& w : flash_layer_work(p.flash_config, rows, used)) {
