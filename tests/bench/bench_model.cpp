@@ -6,8 +6,8 @@
 //   C4 entries against index_topk 512), one decode step of the first bs requests. Both are timed
 //   as the device sees them with the host feeding it: events around kSteps steps, no hold. Eager
 //   is the host launching every kernel (and cuBLAS's host work) one after another, which is what a
-//   graph removes; a replay is one launch, so its time is the graph's own. A hold cannot queue an
-//   eager step anyway: its hundreds of launches outgrow the launch queue while the hold waits.
+//   graph removes; a replay is one launch, so its time is the graph's own. (Nor could a hold queue
+//   kSteps eager steps: thousands of launches, more than a stream's launch queue takes while held.)
 //   The replay's counters: graph_nodes and kernel_nodes of the bucket's graph; kernels_us, the
 //   sum of its nodes' device times, each node timed alone (the graph cloned with every other node
 //   removed, launched back to back behind a hold, as every kernel of bench_support is timed); and
