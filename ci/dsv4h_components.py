@@ -2,6 +2,8 @@
 table the CI scripts read, so that none keeps a list of components, checks or mutants of its own.
 
 load(source): `source` is a dsv4h executable (run with `list --json`) or a JSON file it wrote.
+load_goal_owners(source), goal_owners(doc): what has benchmark goals, the components and the
+model (not a component: listed under "models" with its bench binary, filter and goals only).
 """
 import fnmatch
 import json
@@ -11,8 +13,8 @@ import subprocess
 SCHEMA_VERSION = 1
 
 
-def load(source):
-    """{name: component} from `dsv4h list --json`; ValueError when it cannot be read."""
+def read(source):
+    """The document of `dsv4h list --json`; ValueError when it cannot be read."""
     if not os.path.exists(source):
         raise ValueError(f"{source}: not found (a dsv4h executable or the JSON of `dsv4h list --json`)")
     if os.access(source, os.X_OK) and not source.endswith(".json"):
@@ -26,7 +28,21 @@ def load(source):
     doc = json.loads(text)
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise ValueError(f"{source}: schema_version {doc.get('schema_version')!r}, this script reads {SCHEMA_VERSION}")
-    return {c["name"]: c for c in doc["components"]}
+    return doc
+
+
+def load(source):
+    """{name: component} from `dsv4h list --json`; ValueError when it cannot be read."""
+    return {c["name"]: c for c in read(source)["components"]}
+
+
+def goal_owners(doc):
+    """{name: entry} of everything a listing gives benchmark goals: the components, then the models."""
+    return {c["name"]: c for c in doc["components"] + doc.get("models", [])}
+
+
+def load_goal_owners(source):
+    return goal_owners(read(source))
 
 
 def component_of_mutant(components, mutant):

@@ -8,7 +8,8 @@
              (the peer's `against` / benchmark >= bound), faster_than_peers (benchmark / the best,
              i.e. least, of the peer result's times < bound: every field ending in `_us`, eager_us,
              compile_us, triton_us..., or those `against` lists; variables best_peer, e.g.
-             "triton", and best_peer_us name it)
+             "triton", and best_peer_us name it), max_counter (the benchmark's counter `counter`, a
+             number the benchmark derives from its own measurements, <= bound)
   benchmark  the benchmark's name, a template; or `match`, a regex over every name whose named
              groups are variables (with `min_bytes`, only benchmarks moving that many bytes)
   bound      a number, or "{variable}"
@@ -17,8 +18,9 @@
              results; an older record's torch peers are read as such, legacy_peers.py); each
              result's fields are variables, and the goal is judged once per result (outermost)
   where      {field: value}: only the peer results with these values (a list: any of its values)
-  over, empty, against
-             the other benchmark (time_ratio), the empty kernel (ratio_to_empty), the peer's field
+  over, empty, against, counter
+             the other benchmark (time_ratio), the empty kernel (ratio_to_empty), the peer's field,
+             the counter (max_counter)
   floors     benchmarks of the least such a kernel can cost: a copy of the same bytes (of the two
              copies, by the driver and by a copy kernel, the faster), dependent loads, the same bytes
              moved without the format's arithmetic; a goal's floor is their least copy fraction, or
@@ -45,7 +47,7 @@ FLOOR_SLACK = 1.1  # a goal its floor misses becomes within this factor of the f
 PAIRED = "paired with its samples"  # how a ratio to the empty kernel was measured, where it was
 UNITS = {"copy_fraction": "fraction of copy bandwidth", "time_ratio": "ratio of times", "ratio_to_empty":
          "ratio to an empty kernel", "max_us": "us", "faster_than_peer": "ratio of times", "speedup_over_peer": "speedup",
-         "faster_than_peers": "ratio of times"}
+         "faster_than_peers": "ratio of times", "max_counter": "the benchmark's counter"}
 
 
 def fastest_copy(by_name, name):
@@ -158,6 +160,12 @@ def evaluate(goal, variables, b, by_name):
         floors = [f["median_us"] for f in variables["floor_benchmarks"] if f]
         floor = max(floors, default=None)
         return value, value <= bound, floor, (floor <= bound if floor is not None else None), extra
+    if measure == "max_counter":
+        value = b.get("counters", {}).get(goal["counter"])
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None
+        extra["counter"] = goal["counter"]
+        return value, value <= bound, None, None, extra
     if measure == "faster_than_peer":
         value = b["median_us"] / variables["peer"]
         return value, value < bound, None, None, extra

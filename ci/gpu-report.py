@@ -274,8 +274,8 @@ def merge(parts, out, commit, components_source=None):
     # --components (another build's dsv4h, to judge an older record anew).
     listed = [part["components"] for part in loaded.values() if "components" in part]
     try:
-        components = (dsv4h_components.load(components_source) if components_source
-                      else {c["name"]: c for c in listed[0]["components"]} if listed else None)
+        components = (dsv4h_components.load_goal_owners(components_source) if components_source
+                      else dsv4h_components.goal_owners(listed[0]) if listed else None)
     except ValueError as error:
         print(f"gpu-report merge: --components: {error}", file=sys.stderr)
         return 2

@@ -21,6 +21,8 @@ using hipStream_t = cudaStream_t;
 using hipEvent_t = cudaEvent_t;
 using hipGraph_t = cudaGraph_t;
 using hipGraphExec_t = cudaGraphExec_t;
+using hipGraphNode_t = cudaGraphNode_t;
+using hipGraphNodeType = cudaGraphNodeType;
 using hipDeviceProp_t = cudaDeviceProp;
 
 #define hipSuccess cudaSuccess
@@ -60,6 +62,12 @@ using hipDeviceProp_t = cudaDeviceProp;
 #define hipGraphLaunch cudaGraphLaunch
 #define hipGraphExecDestroy cudaGraphExecDestroy
 #define hipGraphDestroy cudaGraphDestroy
+#define hipGraphGetNodes cudaGraphGetNodes
+#define hipGraphNodeGetType cudaGraphNodeGetType
+#define hipGraphNodeTypeKernel cudaGraphNodeTypeKernel
+#define hipGraphClone cudaGraphClone
+#define hipGraphNodeFindInClone cudaGraphNodeFindInClone
+#define hipGraphDestroyNode cudaGraphDestroyNode
 #define hipEventCreate cudaEventCreate
 #define hipEventDestroy cudaEventDestroy
 #define hipEventRecord cudaEventRecord

@@ -121,20 +121,7 @@ std::vector<double> seeded_values(const ModelConfig& c, const WeightSpec& spec, 
     }
     return v;
   }
-  double lo = -1, hi = 1;
-  if (ends_with(spec.name, "norm.weight")) lo = 0.9, hi = 1.1;
-  else if (ends_with(spec.name, "_scale")) lo = 0.3, hi = 0.7;
-  else if (ends_with(spec.name, "gate.bias")) lo = -0.1, hi = 0.1;
-  else if (ends_with(spec.name, "ape")) lo = -0.5, hi = 0.5;
-  else if (spec.shape.size() == 2 && !ends_with(spec.name, "embed.weight")) {
-    double a = std::sqrt(3.0 / static_cast<double>(spec.shape[1]));  // unit gain: var = a^2/3 * in
-    // The experts' gate and up projections at gain 4 put about 1% of their values beyond
-    // swiglu_limit 10, so that the clamp changes the model's output (a missing clamp is seen);
-    // their down projection at gain 1/4 keeps the MoE's output of order one.
-    if (ends_with(spec.name, "w1.weight") || ends_with(spec.name, "w3.weight")) a *= 4;
-    if (ends_with(spec.name, "w2.weight")) a /= 4;
-    lo = -a, hi = a;
-  }
+  const auto [lo, hi] = weight_range(spec);
   for (double& x : v) x = s.uniform(lo, hi);
   return v;
 }
@@ -174,6 +161,21 @@ std::string scale_name(const std::string& weight_name) {
 }
 
 }  // namespace
+
+std::pair<double, double> weight_range(const WeightSpec& spec) {
+  if (ends_with(spec.name, "norm.weight")) return {0.9, 1.1};
+  if (ends_with(spec.name, "_scale")) return {0.3, 0.7};
+  if (ends_with(spec.name, "gate.bias")) return {-0.1, 0.1};
+  if (ends_with(spec.name, "ape")) return {-0.5, 0.5};
+  if (spec.shape.size() != 2 || ends_with(spec.name, "embed.weight")) return {-1, 1};
+  double a = std::sqrt(3.0 / static_cast<double>(spec.shape[1]));  // unit gain: var = a^2/3 * in
+  // The experts' gate and up projections at gain 4 put about 1% of their values beyond
+  // swiglu_limit 10, so that the clamp changes the model's output (a missing clamp is seen);
+  // their down projection at gain 1/4 keeps the MoE's output of order one.
+  if (ends_with(spec.name, "w1.weight") || ends_with(spec.name, "w3.weight")) a *= 4;
+  if (ends_with(spec.name, "w2.weight")) a /= 4;
+  return {-a, a};
+}
 
 std::vector<WeightSpec> weight_specs(const ModelConfig& c) {
   std::vector<WeightSpec> specs;

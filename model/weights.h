@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/config.h"
@@ -46,6 +47,10 @@ class Weights {
  private:
   std::map<std::string, Tensor> tensors_;
 };
+
+// The uniform range [lo, hi) make_weights draws a tensor's values from, by what the tensor does
+// (the hash routing tables, tid2eid, are expert ids instead).
+std::pair<double, double> weight_range(const WeightSpec& spec);
 
 // Deterministic weights: each tensor from its own stream keyed by (seed, name), scaled so that the
 // activations of every layer stay of order one.

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "../component.h"
+#include "../descriptor.h"
+#include "model/bench_goals.h"
 #include "args.h"
 #include "commands.h"
 
@@ -14,7 +16,8 @@ const char* kHelp = R"(usage: dsv4h list [--json] [--help]
 Prints every registered component: its parameters with their defaults, the cases and relation
 cases verify runs, its mutants, and whether this build has its GPU kernel. --json prints the same
 as one JSON document (schema_version 1; also each component's kernel sources, GPU test filter,
-benchmark binary and benchmark goals), which the CI scripts read instead of tables of their own.
+benchmark binary and benchmark goals), which the CI scripts read instead of tables of their own,
+and under "models" the model's benchmark binary and goals (it is not a component).
 )";
 
 nlohmann::json component_json(const Component& c) {
@@ -41,7 +44,10 @@ int cmd_list(const std::vector<std::string>& argv) {
   if (args.has("--json")) {
     nlohmann::json components = nlohmann::json::array();
     for (const Component& c : registry().all()) components.push_back(component_json(c));
-    const nlohmann::json doc = {{"schema_version", 1}, {"components", components}};
+    const model::BenchGoals& m = model::bench_goals();
+    const nlohmann::json models = nlohmann::json::array(
+        {{{"name", m.name}, {"bench", {{"binary", m.bench_binary}, {"filter", m.bench_filter}}}, {"goals", parse_goals(m.name, m.goals)}}});
+    const nlohmann::json doc = {{"schema_version", 1}, {"components", components}, {"models", models}};
     std::printf("%s\n", doc.dump(1).c_str());
     return kPass;
   }

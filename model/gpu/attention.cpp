@@ -200,8 +200,8 @@ GpuForward::Buf GpuForward::attention(int64_t layer, const std::string& p, const
     a.extra = {cache.comp.as<uint8_t>(), cache.comp_page_entries, page_slots.as<int32_t>(), topk, d_extra_lengths.as<int32_t>()};
   }
   std::vector<float> sink(static_cast<size_t>(Hp), 0.f);
-  const Tensor& sink_weights = model_.weights().tensor(p + "attn_sink");
-  for (int64_t h = 0; h < H; ++h) sink[static_cast<size_t>(h)] = static_cast<float>(sink_weights.values[static_cast<size_t>(h)]);
+  const std::vector<float>& sink_weights = sinks(p);
+  std::copy(sink_weights.begin(), sink_weights.begin() + H, sink.begin());
   const Buf d_sink = upload(sink);
   Buf o = device_array<uint16_t>(T * Hp * kDims), lse = device_array<float>(T * Hp);
   const int64_t splits = sparse_attention_splits(window, ratio == 0 ? 0 : a.extra.width);

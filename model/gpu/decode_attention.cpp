@@ -2,6 +2,7 @@
 // attention.cpp, each row at its own position, its indices and locations read from the step's
 // metadata (built on the device), its pools the batch's shared ones. Nothing here synchronises,
 // copies to or from the host or allocates after the step's first run.
+#include <algorithm>
 #include <cmath>
 
 #include "decode_graph.h"
@@ -166,8 +167,8 @@ uint16_t* GpuForward::step_attention(DecodeBucket& b, const BatchPools& pools, i
   else if (ratio == 4)
     a.extra = {pool.comp.as<uint8_t>(), pool.comp_page_entries, meta.c4_sparse_page_indices, topk, meta.c4_sparse_topk_lengths};
   std::vector<float> sink(static_cast<size_t>(Hp), 0.f);
-  const Tensor& sink_weights = model_.weights().tensor(p + "attn_sink");
-  for (int64_t h = 0; h < H; ++h) sink[static_cast<size_t>(h)] = static_cast<float>(sink_weights.values[static_cast<size_t>(h)]);
+  const std::vector<float>& sink_weights = sinks(p);
+  std::copy(sink_weights.begin(), sink_weights.begin() + H, sink.begin());
   a.sink = b.constant(sink);
   uint16_t* o = b.take<uint16_t>(B * Hp * kDims);
   const int64_t splits = sparse_attention_splits(reference::kSwaWindow, ratio == 0 ? 0 : a.extra.width);

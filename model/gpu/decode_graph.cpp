@@ -108,7 +108,8 @@ void GpuForward::set_inputs(DecodeBucket& b, const DecodeStepInputs& in) const {
   DSV4H_HIP_CHECK(hipStreamSynchronize(stream_));  // the host vectors go out of scope
 }
 
-std::unique_ptr<DecodeBucket> GpuForward::new_bucket(int64_t rows, const BatchPools& pools) const {
+std::unique_ptr<DecodeBucket> GpuForward::new_bucket(int64_t rows, const BatchPools& pools,
+                                                     const std::function<void(DecodeBucket&)>& step) const {
   auto b = std::make_unique<DecodeBucket>(rows);
   for (DeviceBytes* d : {&b->tokens, &b->next_tokens, &b->req_pool_indices, &b->seq_lens, &b->out_cache_loc, &b->extend_lens,
                          &b->ring_index, &b->swa_out_loc, &b->c4_loc, &b->c128_loc, &b->translation_cache})
@@ -139,7 +140,7 @@ std::unique_ptr<DecodeBucket> GpuForward::new_bucket(int64_t rows, const BatchPo
   // The first run, on padding rows only (stores to the sinks, rings of the padding): it allocates
   // the step's buffers and warms up every library the step calls.
   set_inputs(*b, decode_step_inputs({}, rows, pools.layout));
-  decode_step(*b, pools);
+  step(*b);
   DSV4H_HIP_CHECK(hipStreamSynchronize(stream_));
   if (options_.decode != DecodeMode::batched_graph) return b;
   const std::string what = "graph capture of the model's decode step (bucket " + std::to_string(rows) + ")";
@@ -147,7 +148,7 @@ std::unique_ptr<DecodeBucket> GpuForward::new_bucket(int64_t rows, const BatchPo
     CaptureScope scope(what);
     DSV4H_HIP_CHECK(hipStreamBeginCapture(stream_, hipStreamCaptureModeGlobal));
     try {
-      decode_step(*b, pools);
+      step(*b);
     } catch (const std::exception& e) {
       hipGraph_t broken = nullptr;
       (void)hipStreamEndCapture(stream_, &broken);
@@ -207,7 +208,7 @@ void GpuForward::run_batched(const RunPlan& plan) const {
     if (rows.empty()) break;
     const int64_t bucket = bucket_for(buckets, static_cast<int64_t>(rows.size()));
     std::unique_ptr<DecodeBucket>& b = made[bucket];
-    if (!b) b = new_bucket(bucket, pools);
+    if (!b) b = new_bucket(bucket, pools, [&](DecodeBucket& d) { decode_step(d, pools); });
     set_inputs(*b, decode_step_inputs(rows, bucket, pools.layout));
     if (options_.decode == DecodeMode::batched_graph)
       DSV4H_HIP_CHECK(hipGraphLaunch(b->exec, stream_));

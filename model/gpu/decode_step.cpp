@@ -20,8 +20,7 @@ namespace dsv4h::model::gpu {
 
 void* GpuForward::step_linear(DecodeBucket& b, const void* x, int64_t rows, const std::string& weight_name, Dtype out, float alpha,
                               const std::string& op, const char* output) const {
-  const Tensor& t = model_.weights().tensor(weight_name);
-  const int64_t n = t.shape.at(0), k = t.shape.at(1);
+  const int64_t n = shape(weight_name).at(0), k = shape(weight_name).at(1);
   void* y = out == Dtype::bf16 ? static_cast<void*>(b.take<uint16_t>(rows * n)) : static_cast<void*>(b.take<float>(rows * n));
   gemm(x, Dtype::bf16, k, bf16(weight_name), k, y, out, n, rows, k, n, alpha);
   if (!op.empty()) b.record(op, {{output, {y, out, rows, n, n}}});
@@ -123,9 +122,9 @@ void GpuForward::step_head(DecodeBucket& b, const uint16_t* h, const std::string
   step_linear(b, y, B, "head.weight", Dtype::f32, 1.f, p + "head.proj");
 }
 
-void GpuForward::decode_step(DecodeBucket& b, const BatchPools& pools) const {
+void GpuForward::step_prologue(DecodeBucket& b, const BatchPools& pools) const {
   b.rewind();
-  const int64_t B = b.rows(), hc = c_.hc_mult, dim = c_.dim;
+  const int64_t B = b.rows();
   // The step's metadata, built straight into the bucket's set from the input rows (the staging
   // set only gives the widths): the real count is read on the device.
   AttnMetadataUpdateArgs m{};
@@ -168,7 +167,11 @@ void GpuForward::decode_step(DecodeBucket& b, const BatchPools& pools) const {
 #else
   launch_kv_translate(loc, stream_);
 #endif
+}
 
+void GpuForward::decode_step(DecodeBucket& b, const BatchPools& pools) const {
+  step_prologue(b, pools);
+  const int64_t B = b.rows(), hc = c_.hc_mult, dim = c_.dim;
   const int32_t* tokens = b.tokens.as<int32_t>();
   const uint16_t* h = step_embed(b, tokens, hc, "embed");
   for (int64_t l = 0; l < c_.n_layers; ++l) h = step_block(b, pools, l, "layers." + std::to_string(l) + ".", h, tokens);

@@ -13,7 +13,7 @@ void GpuForward::call(const RunPlan& plan, int64_t r, int64_t s, RequestPools& s
   const std::vector<int64_t>& tokens = plan.tokens[static_cast<size_t>(r)];
   const auto [begin, end] = plan.positions(s);
   const int64_t T = end - begin, hc = c_.hc_mult, dim = c_.dim;
-  observer_->begin_call(r, s);
+  if (observer_) observer_->begin_call(r, s);  // none in a benchmark's run (step_bench.h)
   const std::vector<int64_t> own(tokens.begin() + begin, tokens.begin() + end);
   const Buf d_tokens = upload(std::vector<int32_t>(own.begin(), own.end()));
   Buf h = embed(own, hc, "embed");

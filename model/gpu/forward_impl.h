@@ -114,6 +114,8 @@ struct RequestPools {
 };
 
 class GpuForward : public ModelBackend {
+  friend class StepBench;  // step_bench.h: the benchmarks' entry into the launch sequences
+
  public:
   GpuForward(const ReferenceModel& model, const GpuForwardOptions& options);
   ~GpuForward() override;
@@ -130,6 +132,12 @@ class GpuForward : public ModelBackend {
     if (it == weights_.end()) fail("no weight " + name + " on the device");
     return it->second;
   }
+  // A weight's shape (model/weights.h's weight_specs), and an attention layer's sinks on the host
+  // (`p` "...attn."): neither needs the model's host weights, which device-made ones leave empty.
+  const std::vector<int64_t>& shape(const std::string& name) const;
+  const std::vector<float>& sinks(const std::string& p) const;
+  void upload_weights();
+  void make_device_weights();
 
   void report(const std::string& op, std::vector<ReportedOutput> outputs) const;
   void gemm(const void* x, Dtype in, int64_t ldx, const void* w, int64_t ldw, void* y, Dtype out, int64_t ldy, int64_t rows,
@@ -178,12 +186,17 @@ class GpuForward : public ModelBackend {
   void require_batched_config() const;
   BatchPools new_batch_pools(const SharedPoolLayout& layout) const;
   LayerState request_view(BatchPools& pools, int64_t layer, int64_t request) const;
-  std::unique_ptr<DecodeBucket> new_bucket(int64_t rows, const BatchPools& pools) const;
+  // A bucket of `rows` rows: its buffers, the step's first run (on padding rows) and, for
+  // batched_graph, its graph; `step` is the launch sequence (decode_step, or a benchmark's).
+  std::unique_ptr<DecodeBucket> new_bucket(int64_t rows, const BatchPools& pools,
+                                           const std::function<void(DecodeBucket&)>& step) const;
   void set_inputs(DecodeBucket& b, const DecodeStepInputs& in) const;
   void report_step(DecodeBucket& b, const BatchPools& pools, const std::vector<DecodeRow>& rows, int64_t step) const;
   // decode_step.cpp and decode_attention.cpp: the step's launch sequence, every buffer the
   // bucket's, every index made on the device. `op` "": not reported.
   void decode_step(DecodeBucket& b, const BatchPools& pools) const;
+  // What every step starts with: the metadata from the input rows, the store locations translated.
+  void step_prologue(DecodeBucket& b, const BatchPools& pools) const;
   void* step_linear(DecodeBucket& b, const void* x, int64_t rows, const std::string& weight_name, Dtype out, float alpha,
                     const std::string& op, const char* output = "y") const;
   uint16_t* step_norm(DecodeBucket& b, const uint16_t* x, int64_t rows, int64_t dim, const std::string& weight_name,
@@ -203,6 +216,8 @@ class GpuForward : public ModelBackend {
   const ModelConfig& c_;
   GpuForwardOptions options_;
   std::map<std::string, DeviceBytes> weights_;
+  std::map<std::string, std::vector<int64_t>> shapes_;
+  std::map<std::string, std::vector<float>> sinks_;
   hipStream_t stream_ = nullptr;
 #if defined(DSV4H_GPU_NVIDIA)
   const CublasLibrary* blas_library_ = nullptr;

@@ -37,6 +37,13 @@ struct GpuForwardOptions {
   // Called with the stream (a hipStream_t) at the end of every run of the batched decode step's
   // launch sequence, inside its capture too: the capture guard's test puts a host sync there.
   std::function<void(void* stream)> in_step;
+  // Weights made on the device from this seed (gpu/weight_fill.h) instead of uploaded from the
+  // model's, which then need hold none: for benchmarks at the real configs' shapes (13 GB of
+  // experts a Flash layer). Only the tensors whose names start with `device_weights_prefix` are
+  // made (e.g. "layers.0."); an op needing another is an error naming its weight.
+  bool device_weights = false;
+  uint64_t device_weights_seed = 1;
+  std::string device_weights_prefix;
 };
 
 // The reference options the GPU forward is compared with: the indexer's keys and queries are

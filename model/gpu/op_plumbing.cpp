@@ -8,6 +8,7 @@
 namespace dsv4h::model::gpu {
 
 void GpuForward::report(const std::string& op, std::vector<ReportedOutput> outputs) const {
+  if (!observer_) return;  // a benchmark's run (step_bench.h): nothing read back
   std::vector<RowMatrix> values, before;
   for (const ReportedOutput& o : outputs) values.push_back(o.read ? o.read() : download(o.view, stream_));
   before = values;
@@ -58,8 +59,7 @@ void GpuForward::gemm(const void* x, Dtype in, int64_t ldx, const void* w, int64
 }
 
 GpuForward::Buf GpuForward::linear(const uint16_t* x, int64_t rows, const std::string& name, Dtype out_dtype, float alpha) const {
-  const Tensor& t = model_.weights().tensor(name);
-  const int64_t n = t.shape.at(0), k = t.shape.at(1);
+  const int64_t n = shape(name).at(0), k = shape(name).at(1);
   Buf y(static_cast<size_t>(std::max<int64_t>(rows * n, 1)) * dtype_bytes(out_dtype));
   gemm(x, Dtype::bf16, k, bf16(name), k, y.as<void>(), out_dtype, n, rows, k, n, alpha);
   return y;
@@ -74,7 +74,7 @@ GpuForward::Buf GpuForward::rms_norm(const uint16_t* x, int64_t rows, int64_t di
 GpuForward::Buf GpuForward::report_linear(const uint16_t* x, int64_t rows, const std::string& weight_name, const std::string& op,
                                           Dtype out, float alpha, const char* output) const {
   Buf y = linear(x, rows, weight_name, out, alpha);
-  const int64_t n = model_.weights().tensor(weight_name).shape.at(0);
+  const int64_t n = shape(weight_name).at(0);
   report(op, {{output, {y.as<void>(), out, rows, n, n}}});
   return y;
 }

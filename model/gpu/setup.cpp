@@ -3,12 +3,15 @@
 #include "forward_impl.h"
 
 #include <cmath>
+#include <functional>
+#include <numeric>
 #include <stdexcept>
 
 #include "kernels/mhc.h"
 #include "kernels/sparse_attention.h"
 #include "model/block.h"
 #include "reference/rope.h"
+#include "weight_fill.h"
 
 namespace dsv4h::model::gpu {
 
@@ -47,7 +50,34 @@ GpuForward::GpuForward(const ReferenceModel& model, const GpuForwardOptions& opt
       CUBLAS_STATUS_SUCCESS)
     fail("cublasSetMathMode failed");
 #endif
-  const Weights& w = model.weights();
+  for (const WeightSpec& spec : weight_specs(c_)) shapes_.emplace(spec.name, spec.shape);
+  if (options_.device_weights)
+    make_device_weights();
+  else
+    upload_weights();
+  for (const auto& [name, w] : weights_) {
+    const std::string tail = "attn_sink";
+    if (name.size() < tail.size() || name.compare(name.size() - tail.size(), tail.size(), tail) != 0) continue;
+    std::vector<float> host(w.bytes() / sizeof(float));
+    DSV4H_HIP_CHECK(hipMemcpy(host.data(), w.data(), w.bytes(), hipMemcpyDeviceToHost));
+    sinks_.emplace(name, std::move(host));
+  }
+}
+
+const std::vector<int64_t>& GpuForward::shape(const std::string& name) const {
+  const auto it = shapes_.find(name);
+  if (it == shapes_.end()) fail("no weight " + name + " in the config");
+  return it->second;
+}
+
+const std::vector<float>& GpuForward::sinks(const std::string& p) const {
+  const auto it = sinks_.find(p + "attn_sink");
+  if (it == sinks_.end()) fail("no weight " + p + "attn_sink on the device");
+  return it->second;
+}
+
+void GpuForward::upload_weights() {
+  const Weights& w = model_.weights();
   for (const WeightSpec& spec : weight_specs(c_)) {
     const Tensor& t = w.tensor(spec.name);
     if (spec.dtype == StDtype::BF16) {
@@ -84,6 +114,44 @@ GpuForward::GpuForward(const ReferenceModel& model, const GpuForwardOptions& opt
     stack(ffn, experts);
     stack(ffn, {"shared_experts."});
   }
+}
+
+// The tensors of the prefix made on the device (gpu_forward.h): each in make_weights' range, the
+// experts only as their stacks (each stack one range: w1 and w3 share theirs), a hash routing
+// table of distinct experts a token.
+void GpuForward::make_device_weights() {
+  const std::string& prefix = options_.device_weights_prefix;
+  uint64_t seed = options_.device_weights_seed;
+  const auto make = [&](const std::string& name, const WeightSpec& spec, int64_t n) {
+    const auto [lo, hi] = weight_range(spec);
+    DeviceBytes d(static_cast<size_t>(n) * (spec.dtype == StDtype::BF16 ? 2 : 4));
+    launch_fill_uniform(d.data(), spec.dtype == StDtype::BF16, n, static_cast<float>(lo), static_cast<float>(hi), seed++, stream_);
+    weights_.emplace(name, std::move(d));
+  };
+  const int64_t E = c_.n_routed_experts, I = c_.moe_inter_dim, dim = c_.dim;
+  for (const WeightSpec& spec : weight_specs(c_)) {
+    if (spec.name.compare(0, prefix.size(), prefix) != 0) continue;
+    const int64_t n = std::accumulate(spec.shape.begin(), spec.shape.end(), int64_t{1}, std::multiplies<>());
+    const size_t experts = spec.name.find("experts.");
+    if (experts != std::string::npos) {
+      // One stack a MoE, made at its first expert's w1 (routed) or the shared expert's.
+      const std::string ffn = spec.name.substr(0, spec.name.rfind("ffn.") + 4);
+      const bool shared = spec.name.find("shared_experts.") != std::string::npos;
+      const std::string stack = ffn + (shared ? "shared" : "routed");
+      const int64_t count = shared ? 1 : E;
+      if (spec.name == ffn + (shared ? "shared_experts.w1.weight" : "experts.0.w1.weight")) {
+        make(stack + ".gate_up", spec, count * 2 * I * dim);
+        make(stack + ".down", {ffn + "experts.0.w2.weight", {dim, I}, StDtype::BF16}, count * dim * I);
+      }
+    } else if (spec.dtype == StDtype::I32) {
+      DeviceBytes d(static_cast<size_t>(n) * sizeof(int32_t));
+      launch_fill_hash_routing(d.as<int32_t>(), spec.shape.at(0), spec.shape.at(1), E, stream_);
+      weights_.emplace(spec.name, std::move(d));
+    } else {
+      make(spec.name, spec, n);
+    }
+  }
+  DSV4H_HIP_CHECK(hipStreamSynchronize(stream_));
 }
 
 GpuForward::~GpuForward() {

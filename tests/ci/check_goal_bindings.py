@@ -20,7 +20,7 @@ import goals  # noqa: E402
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
-    components = dsv4h_components.load(sys.argv[1])
+    components = dsv4h_components.load_goal_owners(sys.argv[1])  # the model's goals too
     names_by_binary = {}
     for binary in sorted({c["bench"]["binary"] for c in components.values() if c.get("bench", {}).get("binary")}):
         path = os.path.join(sys.argv[2], binary)

@@ -139,12 +139,35 @@ def check_floor_that_misses():
         fail(f"a copy fraction whose floor misses is judged within 1.1x of the floor: {judged}")
 
 
+def check_max_counter():
+    """max_counter judges a counter of the benchmark against its bound (the model's overhead per
+    graph node, its ratio to the sum of its kernels' floors), and is left out where the benchmark
+    has no such counter."""
+    goal = {"text": "x bs={bs}", "measure": "max_counter", "counter": "overhead_us_per_node", "bound": 1.0,
+            "benchmark": "BM_x/bs:{bs}/manual_time", "each": [[{"bs": 1}, {"bs": 8}]]}
+    by_name = {"BM_x/bs:1/manual_time": {"name": "BM_x/bs:1/manual_time", "median_us": 500.0,
+                                         "counters": {"overhead_us_per_node": 0.8}},
+               "BM_x/bs:8/manual_time": {"name": "BM_x/bs:8/manual_time", "median_us": 600.0,
+                                         "counters": {"overhead_us_per_node": 1.3}}}
+    judged = {g["goal"]: g for g in goals.judge_goal("x", goal, {}, by_name)}
+    if (judged.get("x bs=1", {}).get("met"), judged.get("x bs=8", {}).get("met")) != (True, False) or \
+            judged["x bs=8"]["value"] != 1.3 or judged["x bs=8"]["counter"] != "overhead_us_per_node":
+        fail(f"max_counter judges the counter against its bound: {judged}")
+    del by_name["BM_x/bs:8/manual_time"]["counters"]["overhead_us_per_node"]
+    if [g["goal"] for g in goals.judge_goal("x", goal, {}, by_name)] != ["x bs=1"]:
+        fail("a max_counter goal is judged on a benchmark without its counter")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     check_unbound()
+    check_max_counter()
     check_floor_that_misses()
     components = dsv4h_components.load(sys.argv[1])
+    model = dsv4h_components.load_goal_owners(sys.argv[1]).get("model", {})
+    if model.get("bench", {}).get("binary") != "bench_model" or len(model.get("goals", [])) != 3:
+        fail(f"dsv4h list --json lists no model (bench_model and its 3 goals) under \"models\": {model}")
     with open(RECORD) as f:
         record = json.load(f)
     judged = {g["goal"]: g for g in goals.judge(record, components)}

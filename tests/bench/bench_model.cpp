@@ -1,0 +1,352 @@
+// Benchmarks of the model (issue 31) through the GPU forward's own launch sequences
+// (model/gpu/step_bench.h: nothing reported, read back or synchronised inside a step).
+//
+// - BM_model_decode_{eager,replay}/bs:{1,8,64}: the tiny model (model/configs/tiny.json, seeded
+//   host weights), 64 requests at context kContext (4096: past the window, 32 C128 entries, 1024
+//   C4 entries against index_topk 512), one decode step of the first bs requests. Both are timed
+//   as the device sees them with the host feeding it: events around kSteps steps, no hold. Eager
+//   is the host launching every kernel (and cuBLAS's host work) one after another, which is what a
+//   graph removes; a replay is one launch, so its time is the graph's own. (Nor could a hold queue
+//   kSteps eager steps: thousands of launches, more than a stream's launch queue takes while held.)
+//   The replay's counters: graph_nodes and kernel_nodes of the bucket's graph; kernels_us, the
+//   sum of its nodes' device times, each node timed alone (the graph cloned with every other node
+//   removed, launched back to back behind a hold, as every kernel of bench_support is timed); and
+//   overhead_us_per_node = (the replay's time - kernels_us) / graph_nodes, which the goal "a
+//   replayed step within the sum of its kernels' device times + 1 us per kernel" bounds by 1.
+// - BM_model_prefill/tokens:{1024,8192}: one request's prefill through the per-request forward
+//   (GpuForward::run's first call, nothing reported), timed between events with the host driving
+//   it: the call allocates per op, makes indices on the host and synchronises, so no hold can
+//   queue it, and that host work is part of the path's cost. The tiny config bounds no prompt
+//   below 65536 tokens (its window and index_topk bound what a token attends to, not the prompt;
+//   a request's pools are sized by its tokens), so 8K runs as it is.
+// - BM_model_flash_layer_decode/bs:{1,64}: one decoder layer at DeepSeek-V4-Flash's shapes (spec
+//   1.1: flash.json with one layer of compress ratio 4 and no hash routing, i.e. a C4 layer with
+//   its compressors, indexer, sparse attention, 256-expert MoE and the shared expert, in mHC),
+//   weights made on the device (13 GB of experts), 64 requests at kContext, the layer's step
+//   replayed from its graph and timed as above. Its floors: each op's bytes at the copy ceiling or
+//   its FLOPs at the dense bf16 matrix rate, whichever takes longer, summed over the layer's ops
+//   (flash_layer_work; the routed experts' weights counted for the distinct experts the step
+//   routed to), both rates measured in this process (the 1 GiB device-to-device copy; cuBLAS's
+//   8192^3 bf16 GEMM, none on AMD: bytes only there). Counters floor_us, ratio_to_floors (the goal:
+//   <= 1.5), experts_used, bytes, flops; the per-op floors are printed once a batch size.
+// Without a GPU the binary says so and exits 77 (skipped).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench_support.h"
+#include "harness/case_file.h"
+#include "model/config.h"
+#include "model/forward.h"
+#include "model/gpu/gpu_forward.h"
+#include "model/gpu/step_bench.h"
+#include "model/weights.h"
+#include "tests/bench/floors/dense_gemm_floor.h"
+
+namespace dsv4h {
+namespace {
+
+using model::gpu::StepBench;
+
+constexpr int64_t kContext = 4096;
+constexpr int64_t kMaxRows = 64;
+constexpr int64_t kSteps = 8;  // steps a timing sample
+constexpr uint64_t kSeed = 2026;
+constexpr size_t kCopyPoolBytes = size_t{1} << 30;
+
+std::string config_path(const std::string& name) { return fixtures_dir() + "/../model/configs/" + name + ".json"; }
+
+// Flash's layer shapes as a one-layer model: a C4 layer (flash.json's layers 2, 4, ... past the
+// hash-routed first three), and the MTP layer the config format requires (never run here).
+model::ModelConfig flash_one_layer() {
+  model::ModelConfig c = model::load_config(config_path("flash"));
+  c.n_layers = 1;
+  c.compress_ratios = {4, 0};
+  c.n_hash_layers = 0;
+  return model::parse_config(model::config_to_json(c), "flash.json as one C4 layer");
+}
+
+// Device seconds per step of `steps` steps fed by the host, between two events (no hold).
+template <typename Step>
+void time_host_fed(benchmark::State& state, hipStream_t stream, Step&& step, std::vector<double>* samples = nullptr) {
+  step();  // warm-up
+  DSV4H_HIP_CHECK(hipStreamSynchronize(stream));
+  hipEvent_t start, stop;
+  DSV4H_HIP_CHECK(hipEventCreate(&start));
+  DSV4H_HIP_CHECK(hipEventCreate(&stop));
+  for (auto _ : state) {
+    DSV4H_HIP_CHECK(hipEventRecord(start, stream));
+    for (int64_t i = 0; i < kSteps; ++i) step();
+    DSV4H_HIP_CHECK(hipEventRecord(stop, stream));
+    DSV4H_HIP_CHECK(hipEventSynchronize(stop));
+    float ms = 0;
+    DSV4H_HIP_CHECK(hipEventElapsedTime(&ms, start, stop));
+    const double s = ms * 1e-3 / kSteps;
+    state.SetIterationTime(s);
+    if (samples) samples->push_back(s);
+  }
+  DSV4H_HIP_CHECK(hipEventDestroy(start));
+  DSV4H_HIP_CHECK(hipEventDestroy(stop));
+  state.counters["steps_per_sample"] = kSteps;
+}
+
+// A captured step's nodes, each timed alone: the graph cloned with every other node removed,
+// launched back to back behind a hold (16 a sample, the median of 3 samples). A node alone reads
+// what the step's earlier nodes left (every op writes a buffer of its own, decode_graph.h) and
+// writes what it always writes, so it does the step's work; no node of the step accumulates into
+// its output (one simulated rank: no partial sums).
+struct GraphNodes {
+  int64_t nodes = 0, kernels = 0;
+  double seconds = 0;  // the sum of the nodes' device times
+};
+
+GraphNodes time_graph_nodes(hipGraph_t graph, hipStream_t stream) {
+  size_t count = 0;
+  DSV4H_HIP_CHECK(hipGraphGetNodes(graph, nullptr, &count));
+  std::vector<hipGraphNode_t> nodes(count);
+  DSV4H_HIP_CHECK(hipGraphGetNodes(graph, nodes.data(), &count));
+  GraphNodes out;
+  out.nodes = static_cast<int64_t>(count);
+  GpuTimer timer;
+  for (hipGraphNode_t node : nodes) {
+    hipGraphNodeType type;
+    DSV4H_HIP_CHECK(hipGraphNodeGetType(node, &type));
+    out.kernels += type == hipGraphNodeTypeKernel;
+    hipGraph_t alone = nullptr;
+    DSV4H_HIP_CHECK(hipGraphClone(&alone, graph));
+    hipGraphNode_t mine = nullptr;
+    DSV4H_HIP_CHECK(hipGraphNodeFindInClone(&mine, node, alone));
+    std::vector<hipGraphNode_t> others(count);
+    size_t n = count;
+    DSV4H_HIP_CHECK(hipGraphGetNodes(alone, others.data(), &n));
+    for (size_t i = 0; i < n; ++i)
+      if (others[i] != mine) DSV4H_HIP_CHECK(hipGraphDestroyNode(others[i]));
+    hipGraphExec_t exec = nullptr;
+    DSV4H_HIP_CHECK(hipGraphInstantiate(&exec, alone, nullptr, nullptr, 0));
+    DSV4H_HIP_CHECK(hipGraphLaunch(exec, stream));  // its first launch uploads it: not behind the hold
+    DSV4H_HIP_CHECK(hipStreamSynchronize(stream));
+    std::vector<double> samples;
+    for (int s = 0; s < 3; ++s)
+      samples.push_back(timer.seconds(stream, [&] {
+        for (int i = 0; i < 16; ++i) DSV4H_HIP_CHECK(hipGraphLaunch(exec, stream));
+      }) / 16);
+    std::nth_element(samples.begin(), samples.begin() + 1, samples.end());
+    out.seconds += samples[1];
+    DSV4H_HIP_CHECK(hipGraphExecDestroy(exec));
+    DSV4H_HIP_CHECK(hipGraphDestroy(alone));
+  }
+  return out;
+}
+
+// One op of the Flash layer's decode: the bytes it must move (weights once, activations in and
+// out, the pools' entries it reads) and its FLOPs.
+struct OpWork {
+  const char* op;
+  double bytes, flops;
+};
+
+std::vector<OpWork> flash_layer_work(const model::ModelConfig& c, int64_t rows, int64_t experts_used) {
+  const double B = static_cast<double>(rows), dim = c.dim, hc = c.hc_mult, mix = c.hc_mix(), H = c.n_heads, hd = c.head_dim;
+  const double q = c.q_lora_rank, G = c.o_groups, r = c.o_lora_rank, E = c.n_routed_experts, I = c.moe_inter_dim;
+  const double k = c.n_activated_experts, nI = c.index_n_heads, id = c.index_head_dim;
+  const double c4 = static_cast<double>((kContext + 1) / 4), topk = std::min<double>(static_cast<double>(c.index_topk), c4);
+  const double window = static_cast<double>(c.window_size), entry = 584, index_entry = 132;  // MODEL1, indexer bytes
+  // y [B, out] = x [B, in] W^T: weights of `w` bytes, x of `xb`, y of `yb` bytes an element.
+  const auto gemm = [&](const char* op, double out, double in, double w = 2, double xb = 2, double yb = 2) {
+    return OpWork{op, out * in * w + B * in * xb + B * out * yb, 2 * B * out * in};
+  };
+  const OpWork mhc_pre{"hc.pre", mix * hc * dim * 4 + B * hc * dim * 2 + B * dim * 2, 2 * B * mix * hc * dim};
+  const OpWork mhc_post{"hc.post", B * dim * 2 + 2 * B * hc * dim * 2, 2 * B * hc * hc * dim};
+  const OpWork norm{"norm", 2 * B * dim * 2 + dim * 4, 0};
+  return {
+      mhc_pre,
+      norm,
+      gemm("attn.wq_a", q, dim),
+      gemm("attn.wq_b", H * hd, q),
+      {"attn.q_rope", 2 * B * H * hd * 2, 0},
+      gemm("attn.wkv", hd, dim),
+      {"attn.kv_cache", 2 * B * hd * 2 + 2 * B * entry, 0},
+      gemm("attn.compressor", 2 * 2 * hd, dim, 4, 4, 4),  // wkv and wgate, fp32
+      gemm("attn.indexer.compressor", 2 * 2 * id, dim, 4, 4, 4),
+      gemm("attn.indexer.wq_b", nI * id, q),
+      gemm("attn.indexer.weights", nI, dim, 2, 2, 4),
+      {"attn.index_select", B * (c4 * index_entry + nI * id + 2 * c4 * 4), 2 * B * nI * id * c4},
+      {"attn.attend", B * ((window + topk) * entry + 2 * H * hd * 2), 2 * 2 * B * H * hd * (window + topk)},
+      {"attn.wo_a", r * H * hd * 2 + B * H * hd * 2 + B * G * r * 2, 2 * B * r * H * hd},
+      gemm("attn.wo_b", dim, G * r),
+      mhc_post,
+      mhc_pre,
+      norm,
+      gemm("ffn.gate", E, dim, 2, 2, 4),
+      {"ffn.experts", static_cast<double>(experts_used) * 3 * I * dim * 2 + B * dim * 2 + B * dim * 4, 2 * B * k * 3 * I * dim},
+      {"ffn.shared", 3 * I * dim * 2 + B * dim * 2 + B * dim * 4, 2 * B * 3 * I * dim},
+      mhc_post,
+  };
+}
+
+// The matrix rate cuBLAS reaches on a dense 8192^3 bf16 product (the median of 5); 0 where no
+// BLAS can be loaded (AMD), with the reason printed.
+double measure_matrix_rate(hipStream_t stream) {
+  try {
+    DenseGemmFloor gemm(8192, 8192, 8192, stream);
+    gemm.run();
+    DSV4H_HIP_CHECK(hipStreamSynchronize(stream));
+    GpuTimer timer;
+    std::vector<double> rates;
+    for (int i = 0; i < 5; ++i) rates.push_back(gemm.flops() / timer.seconds(stream, [&] { gemm.run(); }));
+    std::nth_element(rates.begin(), rates.begin() + 2, rates.end());
+    std::printf("dense bf16 matrix rate measured here: %.1f TFLOP/s\n", rates[2] * 1e-12);
+    return rates[2];
+  } catch (const std::runtime_error& e) {
+    std::printf("no dense matrix rate (the Flash layer's floors count bytes only): %s\n", e.what());
+    return 0;
+  }
+}
+
+struct Pool {
+  std::unique_ptr<model::ReferenceModel> tiny_model;
+  std::unique_ptr<StepBench> tiny, flash;
+  model::ModelConfig flash_config;
+  double copy_ceiling = 0, matrix_rate = 0;
+  std::map<int64_t, GraphNodes> tiny_nodes, flash_nodes;  // by rows
+
+  StepBench& get_tiny() {
+    if (!tiny) {
+      const model::ModelConfig c = model::load_config(config_path("tiny"));
+      tiny_model = std::make_unique<model::ReferenceModel>(c, model::make_weights(c, kSeed), model::gpu_forward_reference_options());
+      tiny = StepBench::whole_model(*tiny_model);
+      tiny->prefill_batch(kMaxRows, kContext, kSeed);
+    }
+    return *tiny;
+  }
+
+  StepBench& get_flash() {
+    if (!flash) {
+      flash_config = flash_one_layer();
+      flash = StepBench::one_layer(flash_config, kSeed);
+      flash->prefill_batch(kMaxRows, kContext, kSeed);
+      DeviceBuffer src(kCopyPoolBytes), dst(kCopyPoolBytes);
+      copy_ceiling = measure_copy_ceiling(dst.data(), src.data(), kCopyPoolBytes, flash->stream());
+      matrix_rate = measure_matrix_rate(flash->stream());
+    }
+    return *flash;
+  }
+};
+
+Pool& pool() {
+  static Pool p;
+  return p;
+}
+
+// The counters of a replayed step against its nodes timed alone (see the header).
+void report_nodes(benchmark::State& state, const GraphNodes& nodes, const std::vector<double>& samples) {
+  std::vector<double> sorted = samples;
+  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  const double replay = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+  state.counters["graph_nodes"] = static_cast<double>(nodes.nodes);
+  state.counters["kernel_nodes"] = static_cast<double>(nodes.kernels);
+  state.counters["kernels_us"] = nodes.seconds * 1e6;
+  state.counters["overhead_us_per_node"] = (replay - nodes.seconds) * 1e6 / static_cast<double>(std::max<int64_t>(nodes.nodes, 1));
+}
+
+void BM_model_decode_eager(benchmark::State& state) {
+  StepBench& b = pool().get_tiny();
+  const int64_t rows = state.range(0);
+  time_host_fed(state, b.stream(), [&] { b.eager(rows); });
+}
+
+void BM_model_decode_replay(benchmark::State& state) {
+  Pool& p = pool();
+  StepBench& b = p.get_tiny();
+  const int64_t rows = state.range(0);
+  std::vector<double> samples;
+  time_host_fed(state, b.stream(), [&] { b.replay(rows); }, &samples);
+  if (!p.tiny_nodes.count(rows)) p.tiny_nodes[rows] = time_graph_nodes(b.graph(rows), b.stream());
+  report_nodes(state, p.tiny_nodes[rows], samples);
+}
+
+void BM_model_prefill(benchmark::State& state) {
+  StepBench& b = pool().get_tiny();
+  const int64_t tokens = state.range(0);
+  std::mt19937_64 rng(kSeed);
+  std::vector<int64_t> prompt(static_cast<size_t>(tokens));
+  const uint64_t vocab = static_cast<uint64_t>(pool().tiny_model->config().vocab_size);
+  for (int64_t& t : prompt) t = static_cast<int64_t>(rng() % vocab);
+  hipEvent_t start, stop;
+  DSV4H_HIP_CHECK(hipEventCreate(&start));
+  DSV4H_HIP_CHECK(hipEventCreate(&stop));
+  b.new_request(tokens);
+  b.prefill(prompt);  // warm-up
+  for (auto _ : state) {
+    b.new_request(tokens);  // a fresh request's pools, made (and zeroed) before the timing
+    DSV4H_HIP_CHECK(hipEventRecord(start, b.stream()));
+    b.prefill(prompt);
+    DSV4H_HIP_CHECK(hipEventRecord(stop, b.stream()));
+    DSV4H_HIP_CHECK(hipEventSynchronize(stop));
+    float ms = 0;
+    DSV4H_HIP_CHECK(hipEventElapsedTime(&ms, start, stop));
+    state.SetIterationTime(ms * 1e-3);
+  }
+  DSV4H_HIP_CHECK(hipEventDestroy(start));
+  DSV4H_HIP_CHECK(hipEventDestroy(stop));
+  state.counters["tokens_per_s"] = benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_model_flash_layer_decode(benchmark::State& state) {
+  Pool& p = pool();
+  StepBench& b = p.get_flash();
+  const int64_t rows = state.range(0);
+  std::vector<double> samples;
+  time_host_fed(state, b.stream(), [&] { b.replay(rows); }, &samples);
+  if (!p.flash_nodes.count(rows)) p.flash_nodes[rows] = time_graph_nodes(b.graph(rows), b.stream());
+  report_nodes(state, p.flash_nodes[rows], samples);
+
+  const std::vector<int32_t> ids = b.routed(rows, "layers.0.ffn.route");
+  const int64_t used = static_cast<int64_t>(std::set<int32_t>(ids.begin(), ids.end()).size());
+  double floor = 0, bytes = 0, flops = 0;
+  static std::map<int64_t, bool> printed;
+  for (const OpWork& w : flash_layer_work(p.flash_config, rows, used)) {
+    const double by_bytes = w.bytes / p.copy_ceiling, by_flops = p.matrix_rate > 0 ? w.flops / p.matrix_rate : 0;
+    floor += std::max(by_bytes, by_flops);
+    bytes += w.bytes;
+    flops += w.flops;
+    if (!printed[rows])
+      std::printf("flash layer bs %lld floor of %-24s %9.2f us (%.1f MB, %.2f GFLOP)\n", static_cast<long long>(rows), w.op,
+                  std::max(by_bytes, by_flops) * 1e6, w.bytes * 1e-6, w.flops * 1e-9);
+  }
+  printed[rows] = true;
+  std::vector<double> sorted = samples;
+  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  state.counters["experts_used"] = static_cast<double>(used);
+  state.counters["floor_us"] = floor * 1e6;
+  state.counters["ratio_to_floors"] = sorted.empty() ? 0 : sorted[sorted.size() / 2] / floor;
+  state.counters["bytes"] = bytes;
+  state.counters["flops"] = flops;
+  state.counters["copy_ceiling_GBps"] = p.copy_ceiling * 1e-9;
+  state.counters["matrix_rate_TFLOPps"] = p.matrix_rate * 1e-12;
+}
+
+void batch_sizes(benchmark::internal::Benchmark* b, std::initializer_list<int64_t> sizes) {
+  b->ArgName("bs");
+  for (int64_t s : sizes) b->Arg(s);
+  b->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(5)->Iterations(5);
+}
+
+BENCHMARK(BM_model_decode_eager)->Apply([](benchmark::internal::Benchmark* b) { batch_sizes(b, {1, 8, 64}); });
+BENCHMARK(BM_model_decode_replay)->Apply([](benchmark::internal::Benchmark* b) { batch_sizes(b, {1, 8, 64}); });
+BENCHMARK(BM_model_prefill)->ArgName("tokens")->Arg(1024)->Arg(8192)->UseManualTime()->Unit(benchmark::kMicrosecond)
+    ->Repetitions(3)->Iterations(1);
+BENCHMARK(BM_model_flash_layer_decode)->Apply([](benchmark::internal::Benchmark* b) { batch_sizes(b, {1, 64}); });
+
+}  // namespace
+}  // namespace dsv4h
+
+int main(int argc, char** argv) { return dsv4h::run_benchmarks(argc, argv, nullptr); }
