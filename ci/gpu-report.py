@@ -111,7 +111,8 @@ def load(path):
 def collect(work):
     part = {"tests": [], "mutants": [], "perturb": [], "sanitizer": [], "benchmarks": [], "context": {}}
     listed = os.path.join(work, "components.json")  # ci/gpu-suite: what the build's dsv4h listed
-    components = dsv4h_components.load(listed) if os.path.exists(listed) else {}
+    # Whose tests: the components' and the models' (dsv4h list --json's "models": the tiny model).
+    components = dsv4h_components.load_goal_owners(listed) if os.path.exists(listed) else {}
     if components:
         part["components"] = load(listed)
     for path in sorted(glob.glob(os.path.join(work, "gtest", "*.json"))):

@@ -18,7 +18,7 @@ const BenchGoals& bench_goals() {
     {"text": "model flash layer decode bs={bs}: within 1.5x the sum of its kernels' floors",
      "measure": "max_counter", "counter": "ratio_to_floors", "bound": 1.5,
      "benchmark": "BM_model_flash_layer_decode/bs:{bs}/manual_time", "each": [[{"bs": 1}, {"bs": 64}]]}
-  ])json"};
+  ])json", "*ModelGpu*:ModelGraphGpu.*:ModelStepBench.*:*/ModelMutant.*", {"model/gpu"}};
   return goals;
 }
 

@@ -3,6 +3,9 @@
 // under "models", beside the components, with these fields named as a component's.
 #pragma once
 
+#include <string>
+#include <vector>
+
 namespace dsv4h::model {
 
 struct BenchGoals {
@@ -10,6 +13,10 @@ struct BenchGoals {
   const char* bench_binary;
   const char* bench_filter;
   const char* goals;  // JSON, as a descriptor's goals (harness/descriptor.h)
+  const char* gpu_tests;  // its GPU tests, a gtest filter (ci/gpu-report.py attributes them by it)
+  // Its own GPU sources beside the kernels of every component (it runs them all), as paths in the
+  // checkout: `dsv4h report status` flags its verdicts when any of them changed after the run.
+  std::vector<std::string> own_sources;
 };
 
 const BenchGoals& bench_goals();

@@ -243,6 +243,14 @@ std::vector<StatusComponent> status_components(const json& listed, const std::st
         s.kernel_sources.push_back(k);
     components.push_back(std::move(s));
   }
+  // The models (the tiny model): tests and goals, no mutants of a descriptor.
+  for (const json& m : array_of(listed, "models")) {
+    StatusComponent s{text_of(m, "name"), {}, {}};
+    if (s.name.empty()) throw BadInput(source + ": models[].name: expected a string");
+    for (const json& k : array_of(m, "kernel_sources"))
+      if (k.is_string()) s.kernel_sources.push_back(k);
+    components.push_back(std::move(s));
+  }
   return components;
 }
 

@@ -16,7 +16,8 @@ namespace dsv4h::report {
 struct StatusComponent {
   std::string name;
   std::vector<std::string> mutants;         // the mutants its descriptor declares
-  std::vector<std::string> kernel_sources;  // file names under kernels/
+  // File names under kernels/, and paths in the checkout outside it (the model's model/gpu).
+  std::vector<std::string> kernel_sources;
 };
 
 // The components of a `dsv4h list --json` document; BadInput naming the field where malformed.

@@ -43,6 +43,10 @@ std::vector<std::string> lines_of(const std::string& text) {
 }
 
 bool plain_name(const std::string& s) { return std::regex_match(s, std::regex(R"([A-Za-z0-9_.+-]+)")); }
+// A path in the checkout outside kernels/ (the model's model/gpu): a folder or file, no "..".
+bool checkout_path(const std::string& s) {
+  return std::regex_match(s, std::regex(R"([A-Za-z0-9_+-][A-Za-z0-9_.+-]*(/[A-Za-z0-9_+-][A-Za-z0-9_.+-]*)+)"));
+}
 
 // The sources with the kernels/ headers they include, transitively: a change to kv_pool_fp8.h
 // changes the stores that include it, though no mutant names the header.
@@ -79,6 +83,8 @@ KernelChanges git_kernel_changes(const std::string& dir) {
     if (!std::regex_match(commit, std::regex("[0-9a-f]{4,40}"))) return "unknown: no commit hash \"" + commit + "\"";
     std::string paths;
     for (const std::string& file : with_headers(root + "/kernels", sources)) paths += " kernels/" + file;
+    for (const std::string& path : sources)
+      if (checkout_path(path)) paths += " " + path;
     const std::string key = commit + paths;
     if (auto it = cache->find(key); it != cache->end()) return it->second;
     const std::string git = "git -C '" + root + "' ";

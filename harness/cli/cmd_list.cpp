@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +36,14 @@ nlohmann::json component_json(const Component& c) {
 
 }  // namespace
 
+std::vector<std::string> model_kernel_sources() {
+  std::vector<std::string> sources = model::bench_goals().own_sources;
+  for (const Component& c : registry().all())
+    for (const std::string& k : c.kernel_sources)
+      if (std::find(sources.begin(), sources.end(), k) == sources.end()) sources.push_back(k);
+  return sources;
+}
+
 int cmd_list(const std::vector<std::string>& argv) {
   const Args args(argv, {}, {"--help", "--json"});
   if (args.has("--help")) {
@@ -46,7 +55,8 @@ int cmd_list(const std::vector<std::string>& argv) {
     for (const Component& c : registry().all()) components.push_back(component_json(c));
     const model::BenchGoals& m = model::bench_goals();
     const nlohmann::json models = nlohmann::json::array(
-        {{{"name", m.name}, {"bench", {{"binary", m.bench_binary}, {"filter", m.bench_filter}}}, {"goals", parse_goals(m.name, m.goals)}}});
+        {{{"name", m.name}, {"bench", {{"binary", m.bench_binary}, {"filter", m.bench_filter}}}, {"goals", parse_goals(m.name, m.goals)},
+          {"gpu_tests", m.gpu_tests}, {"kernel_sources", model_kernel_sources()}}});
     const nlohmann::json doc = {{"schema_version", 1}, {"components", components}, {"models", models}};
     std::printf("%s\n", doc.dump(1).c_str());
     return kPass;

@@ -11,6 +11,7 @@
 #include "perf/compare.h"
 #include "perf/html.h"
 #include "perf/markdown.h"
+#include "model/bench_goals.h"
 #include "perf/status.h"
 
 namespace dsv4h::cli {
@@ -200,6 +201,8 @@ std::vector<StatusComponent> registered_components() {
     for (const Mutant& m : c.mutants) s.mutants.push_back(m.name);
     components.push_back(std::move(s));
   }
+  // The model is no registry component, but has tests and goals of its own.
+  components.push_back({model::bench_goals().name, {}, model_kernel_sources()});
   return components;
 }
 

@@ -25,6 +25,8 @@ class Args;
 bool is_model_case(const std::string& text);
 int run_model_case(const Args& args, const std::string& text);
 int verify_model(const Args& args, const std::function<bool(const std::string&)>& selected);
+// What the model's GPU run exercises: the kernel sources of every component, and its own.
+std::vector<std::string> model_kernel_sources();
 
 // --backend cpu|gpu|auto: the GPU backend to use, or null for the reference alone. `note` says why
 // the GPU is not used when it is not. A forced gpu that cannot be opened is a UsageError.

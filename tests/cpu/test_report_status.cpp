@@ -202,9 +202,12 @@ TEST(ReportStatus, ReadsTheComponentsOfListJson) {
                        {"components", {{{"name", "alpha"},
                                         {"mutants", {{{"name", "m1"}, {"kernel_sources", {"a.hip", "b.hip"}}},
                                                      {{"name", "m2"}, {"kernel_sources", {"a.hip"}}}}}},
-                                       {{"name", "step"}, {"mutants", json::array()}, {"kernel_sources", {"a.hip"}}}}}};
+                                       {{"name", "step"}, {"mutants", json::array()}, {"kernel_sources", {"a.hip"}}}}},
+                       {"models", {{{"name", "model"}, {"kernel_sources", {"model/gpu", "kernels"}}}}}};
   const std::vector<StatusComponent> c = status_components(listed, "list.json");
-  ASSERT_EQ(c.size(), 2u);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[2].name, "model");
+  EXPECT_EQ(c[2].kernel_sources, (std::vector<std::string>{"model/gpu", "kernels"}));
   EXPECT_EQ(c[0].mutants, (std::vector<std::string>{"m1", "m2"}));
   EXPECT_EQ(c[0].kernel_sources, (std::vector<std::string>{"a.hip", "b.hip"}));
   EXPECT_EQ(c[1].kernel_sources, (std::vector<std::string>{"a.hip"}));
