@@ -47,6 +47,7 @@ const CublasLibrary& CublasLibrary::get(const char* user) {
       bind(so, "cublasDestroy_v2", library.destroy);
       bind(so, "cublasSetStream_v2", library.set_stream);
       bind(so, "cublasSetMathMode", library.set_math_mode);
+      bind(so, "cublasSetWorkspace_v2", library.set_workspace);
       bind(so, "cublasGemmEx", library.gemm);
     } catch (const std::exception& e) {
       error = e.what();

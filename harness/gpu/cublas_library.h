@@ -15,6 +15,7 @@ struct CublasLibrary {
   decltype(&cublasDestroy_v2) destroy = nullptr;
   decltype(&cublasSetStream_v2) set_stream = nullptr;
   decltype(&cublasSetMathMode) set_math_mode = nullptr;
+  decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
   // cublasGemmEx's C signature (C++ sees an overload too, which decltype cannot pick).
   cublasStatus_t (*gemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*, const void*,
                          cudaDataType, int, const void*, cudaDataType, int, const void*, void*, cudaDataType, int,

@@ -222,6 +222,7 @@ class GpuForward : public ModelBackend {
 #if defined(DSV4H_GPU_NVIDIA)
   const CublasLibrary* blas_library_ = nullptr;
   cublasHandle_t blas_ = nullptr;
+  DeviceBytes blas_workspace_;
 #endif
   mutable OpObserver* observer_ = nullptr;
 };

@@ -49,6 +49,13 @@ GpuForward::GpuForward(const ReferenceModel& model, const GpuForwardOptions& opt
   if (blas_library_->set_math_mode(blas_, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)) !=
       CUBLAS_STATUS_SUCCESS)
     fail("cublasSetMathMode failed");
+  // A workspace of our own (32 MiB, what cuBLAS asks of Hopper): without one, a GEMM that needs
+  // workspace (split-K) allocates it inside a capture, and a graph holding memory-allocation nodes
+  // cannot be cloned (bench_model times each node of a step alone in a clone; cudaErrorNotSupported
+  // at bs 8 on the H100, 2026-12-06).
+  blas_workspace_ = DeviceBytes(size_t{32} << 20);
+  if (blas_library_->set_workspace(blas_, blas_workspace_.data(), blas_workspace_.bytes()) != CUBLAS_STATUS_SUCCESS)
+    fail("cublasSetWorkspace failed");
 #endif
   for (const WeightSpec& spec : weight_specs(c_)) shapes_.emplace(spec.name, spec.shape);
   if (options_.device_weights)

@@ -40,6 +40,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_support.h"
@@ -108,7 +109,31 @@ struct GraphNodes {
   double seconds = 0;  // the sum of the nodes' device times
 };
 
-GraphNodes time_graph_nodes(hipGraph_t graph, hipStream_t stream) {
+// A kernel node's function name where the runtime can tell it (NVIDIA: our kernels and most of
+// cuBLAS's), else its node type: what the printed slowest nodes of a step are.
+std::string node_name(hipGraphNode_t node, hipGraphNodeType type) {
+#if defined(DSV4H_GPU_NVIDIA)
+  cudaKernelNodeParams params{};
+  const char* name = nullptr;
+  if (type == cudaGraphNodeTypeKernel && cudaGraphKernelNodeGetParams(node, &params) == cudaSuccess &&
+      cudaFuncGetName(&name, params.func) == cudaSuccess && name)
+    return name;
+  (void)cudaGetLastError();
+#else
+  (void)node;
+#endif
+  return "(node type " + std::to_string(static_cast<int>(type)) + ")";
+}
+
+// The step's slowest nodes, each timed alone: where its time goes (stdout only).
+void print_slowest(const char* what, std::vector<std::pair<double, std::string>> times) {
+  std::sort(times.begin(), times.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::printf("%s: its %zu nodes' slowest, each timed alone:\n", what, times.size());
+  for (size_t i = 0; i < std::min<size_t>(times.size(), 12); ++i)
+    std::printf("  %8.2f us  %s\n", times[i].first * 1e6, times[i].second.c_str());
+}
+
+GraphNodes time_graph_nodes(const std::string& what, hipGraph_t graph, hipStream_t stream) {
   size_t count = 0;
   DSV4H_HIP_CHECK(hipGraphGetNodes(graph, nullptr, &count));
   std::vector<hipGraphNode_t> nodes(count);
@@ -116,6 +141,7 @@ GraphNodes time_graph_nodes(hipGraph_t graph, hipStream_t stream) {
   GraphNodes out;
   out.nodes = static_cast<int64_t>(count);
   GpuTimer timer;
+  std::vector<std::pair<double, std::string>> times;
   for (hipGraphNode_t node : nodes) {
     hipGraphNodeType type;
     DSV4H_HIP_CHECK(hipGraphNodeGetType(node, &type));
@@ -140,9 +166,11 @@ GraphNodes time_graph_nodes(hipGraph_t graph, hipStream_t stream) {
       }) / 16);
     std::nth_element(samples.begin(), samples.begin() + 1, samples.end());
     out.seconds += samples[1];
+    times.emplace_back(samples[1], node_name(node, type));
     DSV4H_HIP_CHECK(hipGraphExecDestroy(exec));
     DSV4H_HIP_CHECK(hipGraphDestroy(alone));
   }
+  print_slowest(what.c_str(), std::move(times));
   return out;
 }
 
@@ -269,7 +297,7 @@ void BM_model_decode_replay(benchmark::State& state) {
   const int64_t rows = state.range(0);
   std::vector<double> samples;
   time_host_fed(state, b.stream(), [&] { b.replay(rows); }, &samples);
-  if (!p.tiny_nodes.count(rows)) p.tiny_nodes[rows] = time_graph_nodes(b.graph(rows), b.stream());
+  if (!p.tiny_nodes.count(rows)) p.tiny_nodes[rows] = time_graph_nodes("tiny model decode bs " + std::to_string(rows), b.graph(rows), b.stream());
   report_nodes(state, p.tiny_nodes[rows], samples);
 }
 
@@ -306,7 +334,7 @@ void BM_model_flash_layer_decode(benchmark::State& state) {
   const int64_t rows = state.range(0);
   std::vector<double> samples;
   time_host_fed(state, b.stream(), [&] { b.replay(rows); }, &samples);
-  if (!p.flash_nodes.count(rows)) p.flash_nodes[rows] = time_graph_nodes(b.graph(rows), b.stream());
+  if (!p.flash_nodes.count(rows)) p.flash_nodes[rows] = time_graph_nodes("Flash layer decode bs " + std::to_string(rows), b.graph(rows), b.stream());
   report_nodes(state, p.flash_nodes[rows], samples);
 
   const std::vector<int32_t> ids = b.routed(rows, "layers.0.ffn.route");
