@@ -12,11 +12,19 @@ class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed) {}
   uint64_t next();
+  // The generator `draws` calls of next() further on: splitmix64's state only counts, so a long
+  // stream can be made in pieces side by side, each piece the numbers the stream has there.
+  Rng ahead(uint64_t draws) const {
+    Rng r(*this);
+    r.state_ += draws * kGamma;
+    return r;
+  }
   double uniform();                         // [0, 1)
   double normal();                          // mean 0, standard deviation 1
   int64_t integer(int64_t lo, int64_t hi);  // [lo, hi]
 
  private:
+  static constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ull;
   uint64_t state_;
 };
 

@@ -58,11 +58,22 @@ uint8_t double_to_fp8_e4m3(double value) {
   if (std::isnan(value)) return 0x7f;
   const uint8_t sign = std::signbit(value) ? 0x80 : 0;
   const double magnitude = std::fabs(value);
-  const auto above = std::lower_bound(magnitudes.begin(), magnitudes.end(), magnitude);
-  if (above == magnitudes.end()) return sign | 0x7f;
-  int code = static_cast<int>(above - magnitudes.begin());
+  // The first code whose magnitude is >= this one (a lower bound in the table): the value's own
+  // binade and top three mantissa bits name the code at or just below it (truncation), and the
+  // table steps it up. A binary search of the table for every value was a third of the time of
+  // making sparse attention's fp8 pools (2026-12-06).
+  int code = 127;
+  if (magnitude < 512) {
+    uint64_t bits;
+    std::memcpy(&bits, &magnitude, 8);
+    const int binade = static_cast<int>(bits >> 52) - 1023;
+    code = binade >= -6 ? std::min(127, (binade + 7) << 3 | static_cast<int>(bits >> 49 & 7))
+                        : static_cast<int>(magnitude * 512);  // the subnormal codes, 2^-9 apart
+  }
+  while (code < 128 && magnitudes[code] < magnitude) ++code;
+  if (code == 128) return sign | 0x7f;
   if (code > 0) {
-    const double to_above = *above - magnitude, to_below = magnitude - magnitudes[code - 1];
+    const double to_above = magnitudes[code] - magnitude, to_below = magnitude - magnitudes[code - 1];
     if (to_below < to_above || (to_below == to_above && (code & 1))) --code;
   }
   return sign | static_cast<uint8_t>(code);

@@ -22,6 +22,17 @@ TEST(Random, SameSeedSameValuesOtherSeedOtherValues) {
   EXPECT_LT(same_as_other_seed, 4);
 }
 
+// Inputs made in pieces side by side (sparse_attention's pools) are the stream made in order.
+TEST(Random, AheadIsTheStreamThatManyDrawsOn) {
+  const Rng start(11);
+  for (uint64_t draws : {0ull, 1ull, 2ull, 1023ull, 1024ull, 100000ull}) {
+    Rng walked = start;
+    for (uint64_t i = 0; i < draws; ++i) walked.next();
+    Rng jumped = start.ahead(draws);
+    for (int i = 0; i < 4; ++i) ASSERT_EQ(jumped.next(), walked.next()) << draws << " draws on, draw " << i;
+  }
+}
+
 TEST(Random, GeneratorsStayInRangeAndCoverIt) {
   Rng rng(3);
   HostTensor u(DType::f32, {4096}), k(DType::i32, {4096}), n(DType::f32, {4096});
