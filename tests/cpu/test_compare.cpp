@@ -139,6 +139,17 @@ TEST(Tolerance, AccumulatedClassesNeedTheirK) {
   EXPECT_THROW(allowed_row_rel_l2(check_of(ToleranceClass::fp32_lse, Comparator::row_rel_l2, 16)), std::logic_error);
 }
 
+// A check without a per-element bound is an error at the first element compared, also where every
+// element is equal (the float path's shortcut for equal elements must not skip the bound).
+TEST(Compare, ElementwiseWithoutABoundThrowsAlsoOnEqualOutputs) {
+  const HostTensor e = bf16_tensor({1.0, 2.0, 3.0});
+  EXPECT_THROW(compare_output("out", e, Poison::a, e, Poison::a, check_of(ToleranceClass::fp32_accumulated)),
+               std::logic_error);
+  EXPECT_THROW(compare_output("out", e, Poison::a, e, Poison::a,
+                              check_of(ToleranceClass::fp32_over_bf16_stage, Comparator::elementwise, 64)),
+               std::logic_error);
+}
+
 HostTensor f32_tensor(const Shape& shape, const std::vector<double>& values) {
   HostTensor t(DType::f32, shape);
   for (size_t i = 0; i < values.size(); ++i) t.set(static_cast<int64_t>(i), values[i]);
