@@ -189,7 +189,7 @@ def main():
         ncu_args = json.load(open(os.path.join(fake, "ncu_args.json")))
         run = json.load(open(record))
         joined = " ".join(ncu_args)
-        for part in ("--launch-skip 2", "--launch-count 3", "--kernel-name regex:sparse_attention",
+        for part in ("--launch-skip 2", "--launch-count 3", "--kill yes", "--clock-control base", "--kernel-name regex:sparse_attention",
                      "--section SpeedOfLight", "--section WarpStateStats", "--section SourceCounters",
                      "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum", "--export " + os.path.join(out, "attn")):
             if part not in joined:
@@ -261,6 +261,15 @@ def main():
         late = open(os.path.join(out, "late.summary.txt")).read()
         if proc.returncode != 5 or "NOTE: ncu exited 5" not in late or "[0] dsv4h::sparse_attention_mma" not in late:
             fail(f"late failure: exit {proc.returncode}: {late!r}")
+        # ncu ending the binary after the last requested launch (--kill) is no failure.
+        proc = profile("--filter", "BM_empty_kernel", "--name", "killed", "--launch-count", "2", out=out,
+                       env=dict(with_ncu, FAKE_NCU_EXIT="137"))
+        killed = open(os.path.join(out, "killed.summary.txt")).read()
+        if proc.returncode != 0 or "ncu ended the binary after its last profiled launch" not in killed:
+            fail(f"--kill: exit {proc.returncode}: {killed!r}")
+        proc = profile("--filter", "BM_empty_kernel", "--run-to-end", out=out)
+        if proc.returncode != 0 or "--kill" in " ".join(json.load(open(os.path.join(fake, "ncu_args.json")))):
+            fail(f"--run-to-end: exit {proc.returncode}, ncu given --kill")
     print("gpu-profile: summary from ncu's CSV pages, --help, --list, exit 2 cases and ncu's failures as expected")
 
 
