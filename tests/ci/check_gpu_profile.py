@@ -37,6 +37,21 @@ with open(os.environ["FAKE_RECORD"], "w") as f:
     json.dump({"argv": sys.argv[1:], "no_hold": os.environ.get("DSV4H_BENCH_NO_HOLD")}, f)
 """
 
+# A gtest binary: --gtest_list_tests as gtest prints it ("Suite." then "  Test" lines), filtered.
+GTEST = r"""#!/usr/bin/env python3
+import fnmatch, json, os, sys
+TESTS = {"SparseAttentionGpu.": ["Decode", "Prefill  # GetParam() = 4"], "MemoryPoolGpu.": ["Store"]}
+flt = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--gtest_filter=")), "*")
+if "--gtest_list_tests" in sys.argv:
+    for suite, tests in TESTS.items():
+        chosen = [t for t in tests if fnmatch.fnmatch(suite + t.split()[0], flt)]
+        if chosen:
+            print(suite + "\n" + "\n".join("  " + t for t in chosen))
+    sys.exit(0)
+with open(os.environ["FAKE_RECORD"], "w") as f:
+    json.dump({"argv": sys.argv[1:], "no_hold": os.environ.get("DSV4H_BENCH_NO_HOLD")}, f)
+"""
+
 # Nsight Compute: profiling runs the binary after its options and writes the report (the CSV pages
 # it will print) when FAKE_NCU says so; --import prints the page asked for.
 NCU = r"""#!/usr/bin/env python3
@@ -153,6 +168,8 @@ def main():
         binary = os.path.join(work, "dist", "bench_sparse_attention")
         os.makedirs(os.path.dirname(binary))
         executable(binary, BENCH)
+        gtest = os.path.join(work, "dist", "test_gpu")
+        executable(gtest, GTEST)
         executable(os.path.join(fake, "ncu"), NCU)
         executable(os.path.join(cuda_bin, "ncu"), NCU)
         with open(os.path.join(fake, "report.json"), "w") as f:
@@ -234,6 +251,18 @@ def main():
             proc = profile("--filter", "BM_empty_kernel", env=no_ncu, out=out)
             if proc.returncode != 2 or "ncu (Nsight Compute) not found" not in proc.stdout:
                 fail(f"no ncu: exit {proc.returncode}: {proc.stdout!r}")
+
+        # A gtest binary: its tests listed as Suite.Test, the filter passed as --gtest_filter.
+        proc = subprocess.run([sys.executable, PROFILE, "--binary", gtest, "--filter", "SparseAttention*", "--list"], cwd=work,
+                              env=base, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+        if proc.returncode != 0 or proc.stdout.split() != ["SparseAttentionGpu.Decode", "SparseAttentionGpu.Prefill"]:
+            fail(f"gtest --list: exit {proc.returncode}: {proc.stdout!r}")
+        proc = subprocess.run([sys.executable, PROFILE, "--binary", gtest, "--filter", "SparseAttentionGpu.Decode",
+                               "--out", out], cwd=work, env=with_ncu, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=60)
+        run = json.load(open(record))
+        if proc.returncode != 0 or run["argv"] != ["--gtest_filter=SparseAttentionGpu.Decode"]:
+            fail(f"gtest profile: exit {proc.returncode}, the binary ran with {run['argv']}: {proc.stdout[-1000:]}")
 
         # Exit 2: no such binary, a filter that selects nothing, nothing profiled.
         proc = subprocess.run([sys.executable, PROFILE, "--binary", "bench_nonesuch", "--filter", "x"], cwd=work,
