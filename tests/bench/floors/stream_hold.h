@@ -24,6 +24,11 @@ class StreamHold {
   void hold(hipStream_t stream);
   // Lets the held stream run; throws if the hold had already given up.
   void release();
+  // DSV4H_BENCH_NO_HOLD=1 (ci/gpu-profile sets it) turns hold() and release() into no-ops. Nsight
+  // Compute serialises launches: it would run a hold's kernel to its give-up before profiling
+  // anything queued behind it, and the benchmark would then fail. Timings without the hold measure
+  // the host's launch rate too; the profiler's own durations are what such a run is for.
+  static bool disabled();
 
  private:
   void let_go();  // the host's write the polling kernel waits for
