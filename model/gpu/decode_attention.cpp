@@ -171,13 +171,10 @@ uint16_t* GpuForward::step_attention(DecodeBucket& b, const BatchPools& pools, i
   std::copy(sink_weights.begin(), sink_weights.begin() + H, sink.begin());
   a.sink = b.constant(sink);
   uint16_t* o = b.take<uint16_t>(B * Hp * kDims);
-  const int64_t splits = sparse_attention_splits(reference::kSwaWindow, ratio == 0 ? 0 : a.extra.width);
-  const int64_t scratch = splits == 1 ? 1 : B * Hp * splits * 514;
   a.positions = meta.positions_casual;
   a.out = o;
   a.lse = b.take<float>(B * Hp);
-  a.scratch = b.take<float>(scratch);
-  a.scratch_floats = scratch;
+  a.scratch = b.split_scratch(B * Hp, a.scratch_floats);
   a.rows = B;
   a.heads = Hp;
   a.compress_ratio = ratio;

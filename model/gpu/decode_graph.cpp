@@ -3,11 +3,13 @@
 #include "decode_graph.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <stdexcept>
 
 #include "harness/gpu/device_tensor.h"
 #include "kernels/compressor.h"
+#include "kernels/sparse_attention.h"
 #include "reference/attn_metadata.h"
 #include "reference/compressor.h"
 #include "reference/kv_cache_model1.h"
@@ -26,6 +28,15 @@ void* DecodeBucket::take_bytes(size_t bytes) {
     fail("decode step: buffer " + std::to_string(cursor_ - 1) + " of " + std::to_string(bytes) + " bytes, " +
          std::to_string(d.bytes()) + " in the step's first run (the launch sequence changed between runs)");
   return d.data();
+}
+
+float* DecodeBucket::split_scratch(int64_t rows_x_heads, int64_t& floats) {
+  floats = rows_x_heads * sparse_attention_row_splits(std::numeric_limits<int32_t>::max()) * 514;
+  if (!split_scratch_.data()) split_scratch_ = DeviceBytes(static_cast<size_t>(floats) * sizeof(float));
+  if (split_scratch_.bytes() != static_cast<size_t>(floats) * sizeof(float))
+    fail("decode step: split scratch of " + std::to_string(floats) + " floats, " +
+         std::to_string(split_scratch_.bytes() / sizeof(float)) + " in the step's first run");
+  return split_scratch_.as<float>();
 }
 
 namespace {

@@ -90,6 +90,12 @@ class DecodeBucket {
     if (first && !values.empty()) DSV4H_HIP_CHECK(hipMemcpy(p, values.data(), values.size() * sizeof(T), hipMemcpyHostToDevice));
     return p;
   }
+  // The sparse attention's split partials (kernels/sparse_attention.h: [rows, heads, splits, 514]
+  // floats) for `rows_x_heads` rows x heads, sized for the most splits a row can have: one buffer
+  // for every layer of the step (one a layer was ~0.6 GB at bs 256 and 128 heads). Each layer's
+  // launch has merged its partials before the next one starts on the step's stream, and no op
+  // reports them. Allocated by the step's first run, as the arena is; `floats` is its size.
+  float* split_scratch(int64_t rows_x_heads, int64_t& floats);
   // A new run of the step: the arena from its start, the ops recorded afresh.
   void rewind() {
     cursor_ = 0;
@@ -115,6 +121,7 @@ class DecodeBucket {
   void* take_bytes(size_t bytes);
   int64_t rows_;
   std::vector<DeviceBytes> arena_;
+  DeviceBytes split_scratch_;
   size_t cursor_ = 0;
 };
 
