@@ -135,6 +135,15 @@ def collect(work):
         verify["failed"] += v["failed"]
         verify["cases"] += [verify_case(c) for c in v["cases"]]
         verify["graph_replay"] += v["graph_replay"]
+    # The model's dsv4h verify (a JSON of its own: a case passes or fails whole; its checks, each
+    # layer's gap against its budget, are kept so that headroom can be followed from run to run).
+    model_verify = os.path.join(work, "model-verify.json")
+    if os.path.exists(model_verify):
+        verify = part.setdefault("verify", {"device": "", "passed": 0, "failed": 0, "cases": [], "graph_replay": []})
+        for r in load(model_verify)["results"]:
+            verify["passed" if r["passed"] else "failed"] += 1
+            verify["cases"].append({"case": r["case"], "source": "model", "status": "pass" if r["passed"] else "fail",
+                                    "checks": r["checks"]})
     part["mutants"] = [load(p) for p in sorted(glob.glob(os.path.join(work, "mutants", "*.json")))]
     # The perturb phase's race mutant verdicts, a file a run: <mutant>.<check>.<run>.json, check plain,
     # perturbed or racecheck.
@@ -270,7 +279,7 @@ def merge(parts, out, commit, components_source=None):
         for component, peers in part.get("peers", {}).items():
             report.setdefault("peers", {})[component] = peers
     smi = report["context"].get("nvidia_smi") or [{}]
-    report["device"] = smi[0].get("name") or report.get("verify", {}).get("device", "unknown")
+    report["device"] = smi[0].get("name") or report.get("verify", {}).get("device") or "unknown"
     # The goals are the descriptors' of the build that ran (its parts carry them), or those of
     # --components (another build's dsv4h, to judge an older record anew).
     listed = [part["components"] for part in loaded.values() if "components" in part]

@@ -135,6 +135,19 @@ def main():
         failed_case = part["verify"]["cases"][0]
         check("a failed verify case keeps its message and reproduction",
               failed_case.get("message") == "out[2] = 7" and failed_case.get("reproduce") == f"dsv4h run --case '{case}'")
+        # The model's verify (its own JSON, ci/gpu-suite's model-verify.json) joins the verify cases,
+        # a failed case counted and its per-layer checks kept.
+        model_checks = [{"check": "layers.0.attn.attend", "budget": 0.01, "max_relative_gap": 0.5, "passed": False}]
+        with open(os.path.join(failed_work, "model-verify.json"), "w") as f:
+            json.dump({"component": "model", "results": [
+                {"case": "model(prompt=5,seed=1)", "backend": "gpu", "passed": True, "checks": []},
+                {"case": "model(prompt=9,seed=1)", "backend": "gpu", "passed": False, "checks": model_checks}]}, f)
+        subprocess.run([sys.executable, REPORT, "collect", "--work", failed_work, "--out", failed_part], check=True)
+        verify = json.load(open(failed_part))["verify"]
+        model_cases = [c for c in verify["cases"] if c["case"].startswith("model(")]
+        check("the model's verify cases join the record's, a failure counted and its checks kept",
+              verify["passed"] == 1 and verify["failed"] == 2 and len(model_cases) == 2
+              and model_cases[1]["status"] == "fail" and model_cases[1]["checks"] == model_checks)
         # A failing run's record is written, and merge exits 1 naming every failure.
         failing = os.path.join(work, "failing.json")
         with open(failing, "w") as f:
