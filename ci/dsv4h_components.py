@@ -37,7 +37,8 @@ def load(source):
 
 
 def goal_owners(doc):
-    """{name: entry} of everything a listing gives benchmark goals: the components, then the models."""
+    """{name: entry} of everything a listing gives goals and GPU tests (its gpu_tests filter): the
+    components, then the models."""
     return {c["name"]: c for c in doc["components"] + doc.get("models", [])}
 
 

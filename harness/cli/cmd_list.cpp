@@ -5,7 +5,7 @@
 
 #include "../component.h"
 #include "../descriptor.h"
-#include "model/bench_goals.h"
+#include "model/listing.h"
 #include "args.h"
 #include "commands.h"
 
@@ -37,7 +37,7 @@ nlohmann::json component_json(const Component& c) {
 }  // namespace
 
 std::vector<std::string> model_kernel_sources() {
-  std::vector<std::string> sources = model::bench_goals().own_sources;
+  std::vector<std::string> sources = model::listing().own_sources;
   for (const Component& c : registry().all())
     for (const std::string& k : c.kernel_sources)
       if (std::find(sources.begin(), sources.end(), k) == sources.end()) sources.push_back(k);
@@ -53,7 +53,7 @@ int cmd_list(const std::vector<std::string>& argv) {
   if (args.has("--json")) {
     nlohmann::json components = nlohmann::json::array();
     for (const Component& c : registry().all()) components.push_back(component_json(c));
-    const model::BenchGoals& m = model::bench_goals();
+    const model::ModelListing& m = model::listing();
     const nlohmann::json models = nlohmann::json::array(
         {{{"name", m.name}, {"bench", {{"binary", m.bench_binary}, {"filter", m.bench_filter}}}, {"goals", parse_goals(m.name, m.goals)},
           {"gpu_tests", m.gpu_tests}, {"kernel_sources", model_kernel_sources()}}});

@@ -11,7 +11,7 @@
 #include "perf/compare.h"
 #include "perf/html.h"
 #include "perf/markdown.h"
-#include "model/bench_goals.h"
+#include "model/listing.h"
 #include "perf/status.h"
 
 namespace dsv4h::cli {
@@ -202,7 +202,7 @@ std::vector<StatusComponent> registered_components() {
     components.push_back(std::move(s));
   }
   // The model is no registry component, but has tests and goals of its own.
-  components.push_back({model::bench_goals().name, {}, model_kernel_sources()});
+  components.push_back({model::listing().name, {}, model_kernel_sources()});
   return components;
 }
 

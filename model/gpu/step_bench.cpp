@@ -139,6 +139,19 @@ std::vector<int32_t> StepBench::routed(int64_t rows, const std::string& route_op
   throw std::invalid_argument("StepBench: the step has no op " + route_op);
 }
 
+void StepBench::poison(int64_t rows, const std::string& name) {
+  for (const StepOp& op : bucket(rows).ops) {
+    if (op.name != name) continue;
+    DSV4H_HIP_CHECK(hipStreamSynchronize(forward_->stream_));  // after the steps before it
+    for (const StepOutput& o : op.outputs) {  // the view's span: its rows, the last one's columns
+      const int64_t elements = o.view.rows == 0 ? 0 : (o.view.rows - 1) * o.view.ld + o.view.cols;
+      DSV4H_HIP_CHECK(hipMemset(o.view.p, 0xff, static_cast<size_t>(elements) * dtype_bytes(o.view.dtype)));
+    }
+    return;
+  }
+  throw std::invalid_argument("StepBench: the step has no op " + name);
+}
+
 void StepBench::new_request(int64_t capacity) {
   const GpuForward& f = *forward_;
   request_ = std::make_unique<RequestPools>();

@@ -56,6 +56,9 @@ class StepBench {
   // The experts the rows' last step routed each row to (the op `route_op`'s ids, e.g.
   // "layers.0.ffn.route"; rows x n_activated_experts, read back): whose weights the step read.
   std::vector<int32_t> routed(int64_t rows, const std::string& route_op);
+  // The op's outputs in the rows' bucket set to all ones bits, so that a step that leaves them
+  // unwritten shows (its buffers are the same in every run of the bucket).
+  void poison(int64_t rows, const std::string& op);
 
   // The per-request prefill (see the header).
   void new_request(int64_t capacity);

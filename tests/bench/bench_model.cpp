@@ -80,22 +80,14 @@ template <typename Step>
 void time_host_fed(benchmark::State& state, hipStream_t stream, Step&& step, std::vector<double>* samples = nullptr) {
   step();  // warm-up
   DSV4H_HIP_CHECK(hipStreamSynchronize(stream));
-  hipEvent_t start, stop;
-  DSV4H_HIP_CHECK(hipEventCreate(&start));
-  DSV4H_HIP_CHECK(hipEventCreate(&stop));
+  GpuTimer timer;
   for (auto _ : state) {
-    DSV4H_HIP_CHECK(hipEventRecord(start, stream));
-    for (int64_t i = 0; i < kSteps; ++i) step();
-    DSV4H_HIP_CHECK(hipEventRecord(stop, stream));
-    DSV4H_HIP_CHECK(hipEventSynchronize(stop));
-    float ms = 0;
-    DSV4H_HIP_CHECK(hipEventElapsedTime(&ms, start, stop));
-    const double s = ms * 1e-3 / kSteps;
+    const double s = timer.seconds_host_fed(stream, [&] {
+      for (int64_t i = 0; i < kSteps; ++i) step();
+    }) / kSteps;
     state.SetIterationTime(s);
     if (samples) samples->push_back(s);
   }
-  DSV4H_HIP_CHECK(hipEventDestroy(start));
-  DSV4H_HIP_CHECK(hipEventDestroy(stop));
   state.counters["steps_per_sample"] = kSteps;
 }
 
@@ -308,23 +300,13 @@ void BM_model_prefill(benchmark::State& state) {
   std::vector<int64_t> prompt(static_cast<size_t>(tokens));
   const uint64_t vocab = static_cast<uint64_t>(pool().tiny_model->config().vocab_size);
   for (int64_t& t : prompt) t = static_cast<int64_t>(rng() % vocab);
-  hipEvent_t start, stop;
-  DSV4H_HIP_CHECK(hipEventCreate(&start));
-  DSV4H_HIP_CHECK(hipEventCreate(&stop));
   b.new_request(tokens);
   b.prefill(prompt);  // warm-up
+  GpuTimer timer;
   for (auto _ : state) {
     b.new_request(tokens);  // a fresh request's pools, made (and zeroed) before the timing
-    DSV4H_HIP_CHECK(hipEventRecord(start, b.stream()));
-    b.prefill(prompt);
-    DSV4H_HIP_CHECK(hipEventRecord(stop, b.stream()));
-    DSV4H_HIP_CHECK(hipEventSynchronize(stop));
-    float ms = 0;
-    DSV4H_HIP_CHECK(hipEventElapsedTime(&ms, start, stop));
-    state.SetIterationTime(ms * 1e-3);
+    state.SetIterationTime(timer.seconds_host_fed(b.stream(), [&] { b.prefill(prompt); }));
   }
-  DSV4H_HIP_CHECK(hipEventDestroy(start));
-  DSV4H_HIP_CHECK(hipEventDestroy(stop));
   state.counters["tokens_per_s"] = benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsIterationInvariantRate);
 }
 

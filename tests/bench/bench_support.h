@@ -35,6 +35,15 @@ class GpuTimer {
     hold_.release();
     return elapsed_seconds();
   }
+  // The same without the hold, for work the host must feed as it runs (more launches than a held
+  // stream queues, or host synchronisations inside): the events then bracket the host's pace too.
+  template <typename Launch>
+  double seconds_host_fed(hipStream_t stream, Launch&& launch) {
+    DSV4H_HIP_CHECK(hipEventRecord(start_, stream));
+    launch();
+    DSV4H_HIP_CHECK(hipEventRecord(stop_, stream));
+    return elapsed_seconds();
+  }
 
  private:
   double elapsed_seconds();

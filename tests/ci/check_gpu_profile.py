@@ -11,12 +11,15 @@ usage: check_gpu_profile.py
 """
 import json
 import os
-import stat
 import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from check_mutant_verdicts import fail  # noqa: E402
+from check_sanitize_phase import executable  # noqa: E402
 PROFILE = os.path.join(ROOT, "ci", "gpu-profile")
 
 # A Google Benchmark binary: lists the names of NAMES its --benchmark_filter selects (Google
@@ -146,17 +149,6 @@ def report():
     raw += quoted(["1", "4242", "bench_sparse_attention", "127.0.0.1", COMBINE, "1", "13", "(256, 1, 1)", "(128, 1, 1)",
                    "0", "9.0", "4,200", "40", "", "", "", "", "", "", ""])
     return {"details": "==PROF== nothing to see\n" + details, "raw": raw}
-
-
-def fail(message):
-    print("FAIL: " + message)
-    sys.exit(1)
-
-
-def executable(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
 
 
 def main():

@@ -25,10 +25,13 @@ using model::gpu::StepBench;
 
 model::ModelConfig tiny() { return model::load_config(fixtures_dir() + "/../model/configs/tiny.json"); }
 
-// Eager and replayed steps route alike, each row to k distinct experts of the config's.
+// Eager and replayed steps route alike, each row to k distinct experts of the config's; the
+// routing is poisoned before each, since both write the same buffers.
 void expect_replay_routes_as_eager(StepBench& b, const model::ModelConfig& c, int64_t rows, const std::string& route_op) {
+  b.poison(rows, route_op);
   b.eager(rows);
   const std::vector<int32_t> eager = b.routed(rows, route_op);
+  b.poison(rows, route_op);
   b.replay(rows);
   const std::vector<int32_t> replayed = b.routed(rows, route_op);
   EXPECT_EQ(eager, replayed) << route_op;

@@ -1,6 +1,7 @@
-// The model's benchmarks (issue 31; tests/bench/bench_model.cpp) and their goals, as data that
-// ci/goals.py judges. The model is not a component (no descriptor): `dsv4h list --json` lists it
-// under "models", beside the components, with these fields named as a component's.
+// What the harness's tools know of the model (issue 31), as a component's descriptor tells them of
+// a component: its GPU tests, its benchmarks (tests/bench/bench_model.cpp) and their goals, which
+// ci/goals.py judges, and its sources. The model is not a component (no descriptor): `dsv4h list
+// --json` lists it under "models", beside the components, with these fields named as a component's.
 #pragma once
 
 #include <string>
@@ -8,7 +9,7 @@
 
 namespace dsv4h::model {
 
-struct BenchGoals {
+struct ModelListing {
   const char* name;
   const char* bench_binary;
   const char* bench_filter;
@@ -19,6 +20,6 @@ struct BenchGoals {
   std::vector<std::string> own_sources;
 };
 
-const BenchGoals& bench_goals();
+const ModelListing& listing();
 
 }  // namespace dsv4h::model
