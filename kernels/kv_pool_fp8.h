@@ -124,7 +124,10 @@ __device__ __forceinline__ uint2 bf16x8_to_fp8x8(uint4 in, int e) {
 // Eight fp8 codes (code i in byte i) times 2^e as eight bf16, each exactly
 // float_to_bf16(ldexpf(fp8_e4m3_to_float(code), e)). The common case, no NaN code and an exponent a
 // store writes, is fp8_scaled_to_bf16; on NVIDIA through the hardware's exact fp8-to-half pair
-// conversion (the unpack is compute-bound too).
+// conversion (the unpack is compute-bound too). The rare case (a NaN code, or an exponent no store
+// writes) is a call: inlined, its per-byte ldexpf paths made up most of the sparse attention
+// kernel's code, whose instruction fetch then stalled its warps (Nsight Compute, H100, 2026-12-06).
+inline __device__ __noinline__ uint4 fp8x8_to_bf16x8_rare(uint2 codes, int e);
 __device__ __forceinline__ uint4 fp8x8_to_bf16x8(uint2 codes, int e) {
   // A byte b has (b & 0x7f) == 0x7f, the NaN codes, exactly when adding 1 to it sets bit 7.
   const bool nan_code = ((((codes.x & 0x7f7f7f7fu) + 0x01010101u) | ((codes.y & 0x7f7f7f7fu) + 0x01010101u)) & 0x80808080u) != 0;
@@ -149,6 +152,10 @@ __device__ __forceinline__ uint4 fp8x8_to_bf16x8(uint2 codes, int e) {
     }
     return make_uint4(out[0], out[1], out[2], out[3]);
   }
+  return fp8x8_to_bf16x8_rare(codes, e);
+}
+inline __device__ __noinline__ uint4 fp8x8_to_bf16x8_rare(uint2 codes, int e) {
+  uint32_t out[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const uint32_t pair = (j < 2 ? codes.x : codes.y) >> (16 * (j % 2));

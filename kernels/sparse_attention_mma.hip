@@ -31,7 +31,7 @@
 //      The price is 3 products where FLOPs count 2: the kernel reaches at most 2/3 of the mma rate.
 // A head tile's arithmetic is its two warps' alone, so a head's result does not depend on how many
 // heads share its block: the decode launcher picks the group size for parallelism (below).
-// Finish: o = acc / l * 1 / (1 + exp(sink - lse)), lse = m + log l (the sigmoid written so that a
+// Finish: o = acc * (1 / (1 + exp(sink - lse)) / l), lse = m + log l (the sigmoid written so that a
 // large sink gives a tiny factor, not inf / inf), a head with no valid key 0 and lse = -FLT_MAX, the
 // rope pairs of dims 448..511 de-rotated by the row's position (angles and sin/cos in double:
 // positions reach 2^20 radians), bf16 pairs rounded to nearest even.
@@ -153,11 +153,11 @@ __device__ unsigned int split_arrivals[kArrivalCounts];
 // How a head's accumulators become its outputs (spec 3.4's finish), and its lse.
 struct HeadFinish {
   bool empty;  // no valid key: 0 and lse = -FLT_MAX
-  float l, lse;
+  float lse;
 #if defined(DSV4H_MUTANT_SINK_IN_NUMERATOR)
-  float e_sink;
+  float l, e_sink;
 #else
-  float factor;  // 1 / (1 + exp(sink - lse))
+  float scale;  // 1 / (1 + exp(sink - lse)) / l: an output is its accumulator times this, one product
 #endif
 };
 
@@ -168,11 +168,10 @@ __device__ __forceinline__ HeadFinish head_finish(float sink, float m, float l) 
 #else
   f.empty = l == 0.f;
 #endif
-  f.l = l;
 #if defined(DSV4H_MUTANT_SINK_IN_NUMERATOR)
-  f.e_sink = 0.f;
+  f.l = l, f.e_sink = 0.f;
 #else
-  f.factor = 1.f;
+  f.scale = 0.f;
 #endif
   if (f.empty) {
     f.lse = -FLT_MAX;
@@ -183,12 +182,23 @@ __device__ __forceinline__ HeadFinish head_finish(float sink, float m, float l) 
   f.e_sink = expf(sink - m);
 #elif defined(DSV4H_MUTANT_SINK_IGNORED)
   (void)sink;
+  f.scale = 1.f / l;
 #else
   // 1 / (1 + exp(x)), x = sink - lse, without overflow for large x.
   const float x = sink - f.lse;
-  f.factor = x > 0.f ? expf(-x) / (1.f + expf(-x)) : 1.f / (1.f + expf(x));
+  const float factor = x > 0.f ? expf(-x) / (1.f + expf(-x)) : 1.f / (1.f + expf(x));
+  f.scale = factor / l;
 #endif
   return f;
+}
+
+// The rope pair (o0, o1) of dims d, d + 1 multiplied by the conjugate of exp(j pos f), in fp64. A
+// call, not inlined: the finish has 64 places that may reach it, and their fp64 sincos inlined
+// were much of the kernel's code (its instruction fetch stalled the warps).
+__device__ __noinline__ float2 derotate(float o0, float o1, int32_t position, double freq) {
+  const double angle = static_cast<double>(position) * freq;
+  const double c = cos(angle), s = sin(angle);
+  return make_float2(static_cast<float>(o0 * c + o1 * s), static_cast<float>(o1 * c - o0 * s));
 }
 
 // Output dims d, d + 1 of a head (d even) from their accumulators, as a bf16 pair.
@@ -200,20 +210,18 @@ __device__ __forceinline__ uint32_t output_pair(const HeadFinish& f, float o0, f
 #if defined(DSV4H_MUTANT_SINK_IN_NUMERATOR)
     o0 = (o0 + f.e_sink) / (f.l + f.e_sink), o1 = (o1 + f.e_sink) / (f.l + f.e_sink);
 #else
-    o0 = o0 / f.l * f.factor, o1 = o1 / f.l * f.factor;
+    o0 = o0 * f.scale, o1 = o1 * f.scale;
 #endif
   }
 #if !defined(DSV4H_MUTANT_ROPE_NOT_INVERTED)
-  if (d >= kNopeDims) {  // multiply by the conjugate of exp(j pos f)
-    const double angle = static_cast<double>(position) * rope.freqs[(d - kNopeDims) / 2];
-    const double c = cos(angle), s = sin(angle);
-    const float r0 = static_cast<float>(o0 * c + o1 * s), r1 = static_cast<float>(o1 * c - o0 * s);
-    o0 = r0, o1 = r1;
+  if (d >= kNopeDims) {
+    const float2 r = derotate(o0, o1, position, rope.freqs[(d - kNopeDims) / 2]);
+    o0 = r.x, o1 = r.y;
   }
 #else
   (void)d, (void)position, (void)rope;
 #endif
-  return static_cast<uint32_t>(kv_fp8::float_to_bf16(o0)) | (static_cast<uint32_t>(kv_fp8::float_to_bf16(o1)) << 16);
+  return pack_bf16x2_rn(o0, o1);
 }
 
 // The last split of (row, heads [head0, head0 + block_heads)) to arrive merges the row's `splits`
@@ -344,35 +352,46 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint8_t* key_data = nullptr;
   uint2 key_scales = make_uint2(0, 0);
   bool key_valid = false;
-  // Starts the copies of tile `base`'s key: its slot, validity, scale bytes and data bytes.
-  const auto fetch = [&](int64_t base) {
+  // The key's slot in tile `base` (-1: none), read a tile before its copies start, so that the
+  // index load's latency hides behind a tile's arithmetic instead of stalling the warp at the copy.
+  struct KeySlot {
+    int32_t slot;
+    bool extra, in_range;
+  };
+  const auto slot_of = [&](int64_t base) {
     const int64_t v = base + key;
-    int32_t slot = -1;
-    const ScopeView* scope = &window;
+    KeySlot k{-1, false, v < end};
     if (v >= end) {
       // past the split's keys: no key
     } else if (v < window_len) {
-      slot = a.window.indices[row * a.window.width + v];
+      k.slot = a.window.indices[row * a.window.width + v];
     } else {
-      slot = a.extra.indices[row * a.extra.width + (v - window_len)];
-      scope = &extra;
+      k.slot = a.extra.indices[row * a.extra.width + (v - window_len)];
+      k.extra = true;
     }
+    return k;
+  };
+  // Starts the copies of a key: its validity, scale bytes and data bytes (the scope chosen by
+  // value: a pointer to one of two local views put both in local memory).
+  const auto fetch = [&](const KeySlot& k) {
 #if defined(DSV4H_MUTANT_MINUS_ONE_UNMASKED)
-    key_valid = v < end;  // a -1 inside the length: a zero key with score 0
+    key_valid = k.in_range;  // a -1 inside the length: a zero key with score 0
 #else
-    key_valid = v < end && slot >= 0;
+    key_valid = k.in_range && k.slot >= 0;
 #endif
     key_data = nullptr;
-    if (slot < 0) return;
-    const int64_t page = slot / scope->tokens_per_page, t = slot - page * scope->tokens_per_page;
-    const uint8_t* base_bytes = scope->cache + page * scope->page_bytes;
+    if (k.slot < 0) return;
+    const int64_t tokens_per_page = k.extra ? extra.tokens_per_page : window.tokens_per_page;
+    const int64_t page = k.slot / tokens_per_page, t = k.slot - page * tokens_per_page;
+    const uint8_t* base_bytes = (k.extra ? extra.cache : window.cache) + page * (k.extra ? extra.page_bytes : window.page_bytes);
     key_data = base_bytes + t * kDataBytes;
-    key_scales = load_read_only(reinterpret_cast<const uint2*>(base_bytes + scope->tokens_per_page * kDataBytes + t * 8));
+    key_scales = load_read_only(reinterpret_cast<const uint2*>(base_bytes + tokens_per_page * kDataBytes + t * 8));
     #pragma unroll
     for (int c = 0; c < kPartBytes / 16; ++c)
       copy_async_16(&sh.raw[key][quarter * kPartBytes + c * 16], key_data + quarter * kPartBytes + c * 16);
   };
-  if (begin < end) fetch(begin);
+  if (begin < end) fetch(slot_of(begin));
+  KeySlot next = slot_of(begin + kKeys);
   copy_async_commit();
   // Accumulators of this warp's 16 heads x 256 dims: n-tile j (dims half * 256 + 8 j ..) holds
   // rows lane / 4 (o[j][0..1]) and lane / 4 + 8 (o[j][2..3]), columns 2 (lane % 4) + 0, 1.
@@ -407,7 +426,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (quarter == 0) sh.valid[key] = key_valid;
     sync_block();
     // The next tile's copies run while this one is computed.
-    if (base + kKeys < end) fetch(base + kKeys);
+    if (base + kKeys < end) fetch(next);
+    next = slot_of(base + 2 * kKeys);
     copy_async_commit();
 
     // 2. Scores of this warp's heads over its dim half, for the tile's 64 keys in two halves of 32.
@@ -515,11 +535,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (half == 0 && lane % 4 == 0) part[kDims] = m[r], part[kDims + 1] = l[r];
       }
     }
-    __threadfence();
     sync_block();
     if (tid == 0) {
-      // The release: the block's partials (ordered before the barrier) before the count, in the
-      // counting thread. atomicInc wraps to 0 at the last arrival: the next launch finds 0.
+      // The release: the block's partials (ordered before the barrier, which the fence's
+      // cumulativity carries) before the count, in the counting thread alone. atomicInc wraps to 0
+      // at the last arrival: the next launch finds 0.
       __threadfence();
       const unsigned int last = static_cast<unsigned int>(splits - 1);
 #if defined(DSV4H_MUTANT_SPLIT_ARRIVAL_NOT_RESET)

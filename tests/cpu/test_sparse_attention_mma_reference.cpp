@@ -140,8 +140,9 @@ void emulate(const Case& c, const TensorMap& in, TensorMap& out) {
       const float lse = empty ? -FLT_MAX : st.m + std::log(st.l);
       const float x = sink - lse;
       const float factor = x > 0.f ? std::exp(-x) / (1.f + std::exp(-x)) : 1.f / (1.f + std::exp(x));
+      const float out_scale = empty ? 0.f : factor / st.l;
       for (int d = 0; d < kDims; d += 2) {
-        float o0 = empty ? 0.f : st.o[d] / st.l * factor, o1 = empty ? 0.f : st.o[d + 1] / st.l * factor;
+        float o0 = st.o[d] * out_scale, o1 = st.o[d + 1] * out_scale;
         if (d >= kNope) {
           const double angle = static_cast<double>(in.at("positions").data<int32_t>()[n]) * freqs((d - kNope) / 2);
           const double cs = std::cos(angle), sn = std::sin(angle);
