@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "reference/filtered_silu_mul.h"
+#include "reference/narrow_float.h"
 
 namespace dsv4h::model {
 namespace {
@@ -116,13 +117,16 @@ Eigen::VectorXd hc_head(const Eigen::VectorXd& h, const Weights& w, const std::s
 }
 
 Eigen::VectorXd expert_forward(const Weights& w, const std::string& p, const Eigen::VectorXd& x, double swiglu_limit,
-                               double weight) {
+                               double weight, bool bf16_stages) {
   const Eigen::VectorXd gate = w.matrix(p + "w1.weight") * x, up = w.matrix(p + "w3.weight") * x;
   const int64_t inter = gate.size();
+  const auto stage = [bf16_stages](double v) { return bf16_stages ? reference::bf16_to_float(reference::double_to_bf16(v)) : v; };
   // The clamped SwiGLU is the shared reference's (one row, its one expert kept).
   Eigen::MatrixXd gate_up(1, 2 * inter), act(1, inter);
   gate_up.row(0) << gate.transpose(), up.transpose();
+  gate_up = gate_up.unaryExpr(stage);
   reference::filtered_silu_mul(gate_up, Eigen::VectorXi::Zero(1), 1, swiglu_limit, act);
+  act = act.unaryExpr(stage);
   return w.matrix(p + "w2.weight") * (weight * act.row(0).transpose());
 }
 
@@ -169,22 +173,22 @@ Routing route(const ModelConfig& c, const Weights& w, int64_t layer, const std::
 }
 
 Eigen::VectorXd routed_experts(const ModelConfig& c, const Weights& w, const std::string& p, const Eigen::VectorXd& x,
-                               const std::vector<int64_t>& ids, const Eigen::VectorXd& weights) {
+                               const std::vector<int64_t>& ids, const Eigen::VectorXd& weights, bool bf16_stages) {
   Eigen::VectorXd y = Eigen::VectorXd::Zero(c.dim);
   for (size_t k = 0; k < ids.size(); ++k)  // the route scale, once, in the expert's weight
     y += expert_forward(w, p + "experts." + std::to_string(ids[k]) + ".", x, c.swiglu_limit,
-                        weights(static_cast<Eigen::Index>(k)) * c.route_scale);
+                        weights(static_cast<Eigen::Index>(k)) * c.route_scale, bf16_stages);
   return y;
 }
 
 Eigen::VectorXd moe_forward(const ModelConfig& c, const Weights& w, int64_t layer, const std::string& p,
                             const Eigen::VectorXd& x, int64_t token_id) {
   const Routing r = route(c, w, layer, p, w.matrix(p + "gate.weight") * x, token_id);
-  return routed_experts(c, w, p, x, r.ids, r.weights) + expert_forward(w, p + "shared_experts.", x, c.swiglu_limit, 1.0);
+  return routed_experts(c, w, p, x, r.ids, r.weights, false) + expert_forward(w, p + "shared_experts.", x, c.swiglu_limit, 1.0, false);
 }
 
 RowMatrix moe_rows(const ModelConfig& c, const Weights& w, int64_t layer, const std::string& p, const RowMatrix& x,
-                   const std::vector<int64_t>& tokens, OpObserver* observer) {
+                   const std::vector<int64_t>& tokens, bool bf16_stages, OpObserver* observer) {
   const int64_t T = x.rows(), k = c.n_activated_experts;
   RowMatrix logits = x * w.matrix(p + "gate.weight").transpose();
   if (observer) observer->op(p + "gate", {{"x", &x}}, {{"logits", &logits}});
@@ -207,11 +211,11 @@ RowMatrix moe_rows(const ModelConfig& c, const Weights& w, int64_t layer, const 
         throw std::invalid_argument(p + "route: expert id " + std::to_string(e) + " outside [0, n_routed_experts)");
       chosen.push_back(static_cast<int64_t>(e));
     }
-    routed.row(t) = routed_experts(c, w, p, x.row(t).transpose(), chosen, weights.row(t).transpose()).transpose();
+    routed.row(t) = routed_experts(c, w, p, x.row(t).transpose(), chosen, weights.row(t).transpose(), bf16_stages).transpose();
   }
   if (observer) observer->op(p + "experts", {{"x", &x}, {"ids", &ids}, {"weights", &weights}}, {{"y", &routed}});
   for (int64_t t = 0; t < T; ++t)
-    shared.row(t) = expert_forward(w, p + "shared_experts.", x.row(t).transpose(), c.swiglu_limit, 1.0).transpose();
+    shared.row(t) = expert_forward(w, p + "shared_experts.", x.row(t).transpose(), c.swiglu_limit, 1.0, bf16_stages).transpose();
   if (observer) observer->op(p + "shared", {{"x", &x}}, {{"y", &shared}});
   return routed + shared;
 }

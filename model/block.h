@@ -55,20 +55,24 @@ struct Routing {
 Routing route(const ModelConfig& config, const Weights& w, int64_t layer, const std::string& prefix,
               const Eigen::VectorXd& logits, int64_t token_id);
 // The routed experts' sum for one token, expert k weighted by weights(k) * route_scale.
+// bf16_stages: each expert as expert_forward's.
 Eigen::VectorXd routed_experts(const ModelConfig& config, const Weights& w, const std::string& prefix, const Eigen::VectorXd& x,
-                               const std::vector<int64_t>& ids, const Eigen::VectorXd& weights);
+                               const std::vector<int64_t>& ids, const Eigen::VectorXd& weights, bool bf16_stages);
 
-// The MoE of layer `layer` (weights under "layers.L.ffn." / "mtp.M.ffn.") for one token.
+// The MoE of layer `layer` (weights under "layers.L.ffn." / "mtp.M.ffn.") for one token, its
+// experts in fp64 throughout.
 Eigen::VectorXd moe_forward(const ModelConfig& config, const Weights& w, int64_t layer, const std::string& prefix,
                             const Eigen::VectorXd& x, int64_t token_id);
 // The MoE over rows x [T, dim], its ops reported as prefix + "gate" (logits [T, E]), "route" (ids
 // and weights [T, k]), "experts" (the routed sum) and "shared" (the shared expert); returns their sum.
+// bf16_stages: the experts as expert_forward's.
 RowMatrix moe_rows(const ModelConfig& config, const Weights& w, int64_t layer, const std::string& prefix, const RowMatrix& x,
-                   const std::vector<int64_t>& tokens, OpObserver* observer);
+                   const std::vector<int64_t>& tokens, bool bf16_stages, OpObserver* observer);
 
 // One expert's clamped SwiGLU: w2(clamp_up(w3 x) * silu(min(w1 x, limit))) * weight, the routing
-// weight applied before w2 as DeepSeek's reference does.
+// weight applied before w2 as DeepSeek's reference does. bf16_stages: w1 x and w3 x, then the
+// activation, rounded to bf16 (ReferenceOptions::expert_bf16_stages), else all in fp64.
 Eigen::VectorXd expert_forward(const Weights& w, const std::string& prefix, const Eigen::VectorXd& x, double swiglu_limit,
-                               double weight);
+                               double weight, bool bf16_stages);
 
 }  // namespace dsv4h::model

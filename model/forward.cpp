@@ -6,7 +6,7 @@
 
 namespace dsv4h::model {
 
-ReferenceModel::ReferenceModel(ModelConfig config, Weights weights, AttentionOptions options)
+ReferenceModel::ReferenceModel(ModelConfig config, Weights weights, ReferenceOptions options)
     : config_(std::move(config)), weights_(std::move(weights)), options_(options) {}
 
 RequestState ReferenceModel::new_request() const {
@@ -60,14 +60,14 @@ RowMatrix ReferenceModel::block(int64_t layer, const std::string& p, const RowMa
   HcRows a = hc_pre_rows(h, weights_, p + "hc_attn", config_);
   if (observer) observer->op(p + "hc_attn.pre", {{"h", &h}}, {{"x", &a.x}, {"post", &a.post}, {"comb", &a.comb}});
   const RowMatrix x = norm(a.x, p + "attn_norm.weight", p + "attn_norm", observer);
-  RowMatrix attn = attention_forward(config_, weights_, layer, p + "attn.", x, cache, options_, observer);
+  RowMatrix attn = attention_forward(config_, weights_, layer, p + "attn.", x, cache, options_.attention, observer);
   RowMatrix mid = hc_post_rows(attn, h, a, dim);
   if (observer)
     observer->op(p + "hc_attn.post", {{"x", &attn}, {"residual", &h}, {"post", &a.post}, {"comb", &a.comb}}, {{"h", &mid}});
   HcRows f = hc_pre_rows(mid, weights_, p + "hc_ffn", config_);
   if (observer) observer->op(p + "hc_ffn.pre", {{"h", &mid}}, {{"x", &f.x}, {"post", &f.post}, {"comb", &f.comb}});
   const RowMatrix y = norm(f.x, p + "ffn_norm.weight", p + "ffn_norm", observer);
-  RowMatrix ffn = moe_rows(config_, weights_, layer, p + "ffn.", y, tokens, observer);
+  RowMatrix ffn = moe_rows(config_, weights_, layer, p + "ffn.", y, tokens, options_.expert_bf16_stages, observer);
   RowMatrix out = hc_post_rows(ffn, mid, f, dim);
   if (observer)
     observer->op(p + "hc_ffn.post", {{"x", &ffn}, {"residual", &mid}, {"post", &f.post}, {"comb", &f.comb}}, {{"h", &out}});

@@ -26,9 +26,22 @@ struct ForwardResult {
   std::vector<RowMatrix> per_layer;  // [T, hc * dim] after each block (when asked for)
 };
 
+// How the reference models a backend's storage where the forward's own fp64 math differs from it.
+struct ReferenceOptions {
+  AttentionOptions attention;
+  // Each expert's gate and up outputs and its activation rounded to bf16, the tensors the MoE
+  // kernels store between their GEMMs (reference::moe_rank rounds the same two stages). Off, the
+  // experts are fp64 throughout: the reference stays smooth in its inputs, as its own consistency
+  // checks (prefill == decode to 1e-9) need. On for the GPU forward (gpu_forward_reference_options):
+  // an expert's output is then checked, as the moe component's is, against a reference that rounds
+  // where the kernels do (fp32_over_bf16_stage). Unrounded, the two stages' roundings were up to
+  // 1.02 times that class's bound by themselves (H100, 2026-12-06: layers.1.ffn.shared).
+  bool expert_bf16_stages = false;
+};
+
 class ReferenceModel {
  public:
-  ReferenceModel(ModelConfig config, Weights weights, AttentionOptions options = {});
+  ReferenceModel(ModelConfig config, Weights weights, ReferenceOptions options = {});
 
   RequestState new_request() const;
   // Tokens at positions state's length onward: any number from an empty state (prefill), else
@@ -55,7 +68,7 @@ class ReferenceModel {
 
   ModelConfig config_;
   Weights weights_;
-  AttentionOptions options_;
+  ReferenceOptions options_;
 };
 
 }  // namespace dsv4h::model

@@ -17,8 +17,12 @@
 //   mHC's post and comb, the routing weights: fp32_rounded_once, as the mhc and moe_routing
 //     descriptors check them (their kernels compute in fp64 and round once).
 //   The routed experts' and the shared expert's outputs: fp32_over_bf16_stage with K = inter + topk
-//     (inter + 1), as the moe descriptor checks its combined output: the activation is stored in
-//     bf16 between the GEMMs.
+//     (inter + 1), as the moe descriptor checks its combined output: the kernels store the gate/up
+//     outputs and the activation in bf16 between the GEMMs, and the reference against the GPU
+//     forward rounds the same two stages (ReferenceOptions::expert_bf16_stages), so the two differ
+//     only where a stage's value fell on the other side of a rounding point, the class's premise.
+//     (An unrounded reference leaves every element's two roundings in the error: up to 1.02 of
+//     the bound on the H100, 2026-12-06, and routinely 0.7-0.9 of it.)
 //   Quantised outputs, the cached latent and the compressed entries (FP8 e4m3 on the MODEL1 grid)
 //     and the indexer's keys and queries (FP4 e2m1 on 32-blocks): fp8_quantised, row bound 2^-3.
 //     Both sides quantise the same value up to the candidate's fp32 error (about 2^-20 of a step),

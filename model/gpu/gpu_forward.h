@@ -48,10 +48,12 @@ struct GpuForwardOptions {
 
 // The reference options the GPU forward is compared with: the indexer's keys and queries are
 // quantised to fp8 by the project's indexer kernels (not the FP4 simulation), so the reference
-// keeps them unquantised and the ops' fp8_quantised budget holds the kernels' rounding.
-inline AttentionOptions gpu_forward_reference_options() {
-  AttentionOptions options;
-  options.indexer_fp4 = false;
+// keeps them unquantised and the ops' fp8_quantised budget holds the kernels' rounding; the
+// experts round their gate/up outputs and activation to bf16 where the MoE kernels store them.
+inline ReferenceOptions gpu_forward_reference_options() {
+  ReferenceOptions options;
+  options.attention.indexer_fp4 = false;
+  options.expert_bf16_stages = true;
   return options;
 }
 

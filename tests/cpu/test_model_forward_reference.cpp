@@ -105,13 +105,13 @@ TEST(ModelForward, RouteScaleIsAppliedOnce) {
   ModelConfig c = tiny();
   const Weights w = make_weights(c, 5);
   const Eigen::VectorXd x = Eigen::VectorXd::LinSpaced(c.dim, -1, 1);
-  const Eigen::VectorXd shared = expert_forward(w, "layers.1.ffn.shared_experts.", x, c.swiglu_limit, 1.0);
+  const Eigen::VectorXd shared = expert_forward(w, "layers.1.ffn.shared_experts.", x, c.swiglu_limit, 1.0, false);
   for (int64_t layer : {0, 1}) {  // hash routed and bias routed
     const std::string p = "layers." + std::to_string(layer) + ".ffn.";
     c.route_scale = 1.0;
-    const Eigen::VectorXd one = moe_forward(c, w, layer, p, x, 17) - expert_forward(w, p + "shared_experts.", x, c.swiglu_limit, 1.0);
+    const Eigen::VectorXd one = moe_forward(c, w, layer, p, x, 17) - expert_forward(w, p + "shared_experts.", x, c.swiglu_limit, 1.0, false);
     c.route_scale = 1.5;
-    const Eigen::VectorXd scaled = moe_forward(c, w, layer, p, x, 17) - expert_forward(w, p + "shared_experts.", x, c.swiglu_limit, 1.0);
+    const Eigen::VectorXd scaled = moe_forward(c, w, layer, p, x, 17) - expert_forward(w, p + "shared_experts.", x, c.swiglu_limit, 1.0, false);
     EXPECT_LT((scaled - 1.5 * one).cwiseAbs().maxCoeff(), 1e-12 * one.cwiseAbs().maxCoeff()) << layer;
   }
   EXPECT_GT(shared.norm(), 0);

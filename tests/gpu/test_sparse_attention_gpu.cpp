@@ -43,6 +43,9 @@ TEST(SparseAttentionGpu, PrefillRowsEqualTheirDecodeStepsWithinTheTolerances) {
     for (const auto& [name, check] : component.checks(prefill)) {
       const OutputComparison r = compare_output(name, by_decode.at(name), Poison::a, by_prefill.at(name), Poison::b, check);
       EXPECT_TRUE(r.passed()) << text << ": " << r.summary();
+      // Two runs that both leave an element unwritten agree on it: every element of out and lse is
+      // written (a padding row's too), so none may be (the noop mutant passed this test without it).
+      EXPECT_EQ(r.unwritten, 0) << text << ": " << name << " has elements neither way wrote";
     }
   }
 }
