@@ -161,16 +161,78 @@ StatusVerdict joined_mutants(const std::map<std::string, MutantVerdict>& latest,
   return v;
 }
 
-// The sanitizer runs launch every component's kernels (ci/gpu-suite sanitize): one verdict for all.
-// A run is clean (exit 0); a finding (exit 3, or errors counted); a test failing under a tool that
-// counted no error (exit 1, errors 0: the test's failure is the tests verdict's); or cut short (a
-// timeout's 124 or 137, with no error counted): the verdict is then incomplete, not failed.
-StatusVerdict sanitizer_of(const Record& r) {
-  const json& runs = array_of(r.doc, "sanitizer");
+// gtest's wildcard match: '*' any run of characters, '?' one.
+bool glob_matches(const std::string& pattern, const std::string& name) {
+  size_t p = 0, n = 0, star = std::string::npos, resume = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p, ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++, resume = n;
+    } else if (star != std::string::npos) {
+      p = star + 1, n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+std::vector<std::string> split_patterns(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t begin = 0; begin <= list.size();) {
+    const size_t end = std::min(list.find(':', begin), list.size());
+    if (end > begin) out.push_back(list.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return out;
+}
+
+// Whether a --gtest_filter ("POSITIVE[-NEGATIVE]", each ':'-separated patterns) selects `name`.
+bool filter_selects(const std::string& filter, const std::string& name) {
+  const size_t dash = filter.find('-');
+  std::vector<std::string> positive = split_patterns(filter.substr(0, dash));
+  if (positive.empty()) positive.push_back("*");
+  const auto any = [&](const std::vector<std::string>& patterns) {
+    return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) { return glob_matches(p, name); });
+  };
+  return any(positive) && !(dash != std::string::npos && any(split_patterns(filter.substr(dash + 1))));
+}
+
+// Whether a sanitizer run ran any of component c's tests. One without a filter (schema 1) ran its
+// binary whole. Otherwise the record's own tests of that binary that are c's say it, where the
+// record holds any of that binary; else c's test patterns stand for its tests' names (a pattern
+// like "*sparse_attention*" is selected by a filter that would select its tests).
+bool run_covers(const json& run, const Record& r, const StatusComponent& c) {
+  const std::string filter = text_of(run, "filter"), binary = text_of(run, "binary");
+  if (filter.empty()) return true;
+  bool binary_seen = false;
+  for (const json& t : array_of(r.doc, "tests")) {
+    if (text_of(t, "binary") != binary) continue;
+    binary_seen = true;
+    if (text_of(t, "component") == c.name && filter_selects(filter, text_of(t, "name"))) return true;
+  }
+  if (binary_seen) return false;
+  return std::any_of(c.test_patterns.begin(), c.test_patterns.end(),
+                     [&](const std::string& p) { return filter_selects(filter, p); });
+}
+
+// The sanitizer runs of a record that ran component c's tests (ci/gpu-suite sanitize runs every
+// component's: test_gpu launches every kernel; a run filtered to some components, as a session's
+// own script may run it, is theirs alone). A run is clean (exit 0); a finding (exit 3, or errors
+// counted); a test failing under a tool that counted no error (exit 1, errors 0: the test's
+// failure is the tests verdict's); or cut short (a timeout's 124 or 137, with no error counted):
+// the verdict is then incomplete, not failed.
+StatusVerdict sanitizer_of(const Record& r, const StatusComponent& c) {
+  std::vector<const json*> runs;
+  for (const json& s : array_of(r.doc, "sanitizer"))
+    if (run_covers(s, r, c)) runs.push_back(&s);
   if (runs.empty()) return {};
   StatusVerdict v = verdict_from(r);
   int clean = 0, cut = 0, findings = 0;
-  for (const json& s : runs) {
+  for (const json* entry : runs) {
+    const json& s = *entry;
     const int exit = s.contains("exit") && s["exit"].is_number_integer() ? s["exit"].get<int>() : -1;
     const bool counted = s.contains("errors") && s["errors"].is_number_integer();
     const int64_t errors = counted ? s["errors"].get<int64_t>() : 0;
@@ -229,7 +291,7 @@ std::vector<StatusComponent> status_components(const json& listed, const std::st
     throw BadInput(source + ": components: expected the array of `dsv4h list --json`");
   std::vector<StatusComponent> components;
   for (const json& c : listed["components"]) {
-    StatusComponent s{text_of(c, "name"), {}, {}};
+    StatusComponent s{text_of(c, "name"), {}, {}, split_patterns(text_of(c, "gpu_tests"))};
     if (s.name.empty()) throw BadInput(source + ": components[].name: expected a string");
     for (const json& m : array_of(c, "mutants")) {
       s.mutants.push_back(text_of(m, "name"));
@@ -245,7 +307,7 @@ std::vector<StatusComponent> status_components(const json& listed, const std::st
   }
   // The models (the tiny model): tests and goals, no mutants of a descriptor.
   for (const json& m : array_of(listed, "models")) {
-    StatusComponent s{text_of(m, "name"), {}, {}};
+    StatusComponent s{text_of(m, "name"), {}, {}, split_patterns(text_of(m, "gpu_tests"))};
     if (s.name.empty()) throw BadInput(source + ": models[].name: expected a string");
     for (const json& k : array_of(m, "kernel_sources"))
       if (k.is_string()) s.kernel_sources.push_back(k);
@@ -278,7 +340,7 @@ Status build_status(const std::string& records_dir, const std::vector<StatusComp
         const auto it = mutants[i].find(name);
         if (it == mutants[i].end() || m.from.date >= it->second.from.date) mutants[i][name] = std::move(m);
       }
-      keep_latest(s.sanitizer, sanitizer_of(r));
+      keep_latest(s.sanitizer, sanitizer_of(r, components[i]));
       keep_latest(s.goals, goals_of(r, components[i].name));
     }
     keep_latest(status.unattributed_goals, goals_of(r, ""));

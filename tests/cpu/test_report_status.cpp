@@ -16,8 +16,8 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<StatusComponent> kComponents = {{"alpha", {"alpha_broken", "alpha_race"}, {"alpha.hip"}},
-                                                  {"beta", {}, {}}};
+const std::vector<StatusComponent> kComponents = {{"alpha", {"alpha_broken", "alpha_race"}, {"alpha.hip"}, {}},
+                                                  {"beta", {}, {}, {}}};
 
 // Schema 1, as the records of 2026-12-02..05 are (migrated): goals without a component, the first
 // records' mutant "verdict", a verify card with its backend's suffix.
@@ -125,7 +125,7 @@ TEST(ReportStatus, AComponentWithoutKernelSourcesOrRecordsSaysSo) {
 // A declared mutant that no record holds (new since the last run) leaves the verdict incomplete,
 // which is not a failure of the kernels' checks.
 TEST(ReportStatus, AMutantNoRunCheckedMakesTheVerdictIncomplete) {
-  const std::vector<StatusComponent> more_mutants = {{"alpha", {"alpha_broken", "alpha_new"}, {"alpha.hip"}}};
+  const std::vector<StatusComponent> more_mutants = {{"alpha", {"alpha_broken", "alpha_new"}, {"alpha.hip"}, {}}};
   const std::string dir = testing::fresh_dir("status_incomplete");
   write_json_file(dir + "/2026-12-02-aaaa111-synthetic.json", old_suite());
   const Status s = build_status(dir, more_mutants, changed_after_old);
@@ -162,6 +162,44 @@ TEST(ReportStatus, SanitizerRunsCutShortAreIncompleteAndAFailedTestIsNoFinding) 
 
 // A later run of the tests and the perturb phase alone (its race mutants' runs, no mutant phase)
 // gives the race mutant its latest verdict and leaves the others to the record that ran the mutants.
+// A sanitizer run filtered to one component's tests (2026-12-06: memcheck and racecheck over
+// test_gpu's sparse_attention tests) is that component's verdict, not every component's: the
+// record's own tests of the run's binary say which components the filter selects, else their
+// test patterns do.
+TEST(ReportStatus, AFilteredSanitizerRunIsOnlyTheVerdictOfTheComponentsItRan) {
+  const std::vector<StatusComponent> components = {{"alpha", {}, {"alpha.hip"}, {"*alpha*", "AlphaGpu.*"}},
+                                                   {"beta", {}, {"beta.hip"}, {"*beta*"}}};
+  json record = old_suite();
+  record["tests"] = {{{"binary", "test_gpu"}, {"name", "Cases/ComponentGpu.Matches/alpha_rows_1"}, {"component", "alpha"},
+                      {"status", "pass"}},
+                     {{"binary", "test_gpu"}, {"name", "Cases/ComponentGpu.Matches/beta_rows_1"}, {"component", "beta"},
+                      {"status", "pass"}}};
+  record["sanitizer"] = {{{"tool", "racecheck"}, {"binary", "test_gpu"}, {"filter", "*alpha*:AlphaGpu.*"}, {"exit", 0}}};
+  const std::string dir = testing::fresh_dir("status_sanitizer_filtered");
+  write_json_file(dir + "/r.json", record);
+  Status status = build_status(dir, components, changed_after_old);
+  EXPECT_TRUE(status.components[0].sanitizer.found);
+  EXPECT_FALSE(status.components[1].sanitizer.found);
+  // A negative pattern leaves a component out; the whole suite's filter keeps both.
+  record["sanitizer"][0]["filter"] = "*-*beta*";
+  write_json_file(dir + "/r.json", record);
+  status = build_status(dir, components, changed_after_old);
+  EXPECT_TRUE(status.components[0].sanitizer.found);
+  EXPECT_FALSE(status.components[1].sanitizer.found);
+  record["sanitizer"][0]["filter"] = "*-Cases/ModelGpu.*";
+  write_json_file(dir + "/r.json", record);
+  status = build_status(dir, components, changed_after_old);
+  EXPECT_TRUE(status.components[0].sanitizer.found);
+  EXPECT_TRUE(status.components[1].sanitizer.found);
+  // No test of the run's binary in the record: the components' patterns are read as names.
+  record["tests"] = json::array();
+  record["sanitizer"][0]["filter"] = "*beta*";
+  write_json_file(dir + "/r.json", record);
+  status = build_status(dir, components, changed_after_old);
+  EXPECT_FALSE(status.components[0].sanitizer.found);
+  EXPECT_TRUE(status.components[1].sanitizer.found);
+}
+
 TEST(ReportStatus, ARecordWithoutTheMutantPhaseHoldsOnlyItsRaceMutantsVerdicts) {
   const std::string dir = testing::fresh_dir("status_perturb_only");
   write_json_file(dir + "/2026-12-06-bbbb222-other.json", new_suite());
@@ -199,7 +237,7 @@ TEST(ReportStatus, EachMutantKeepsItsLatestVerdict) {
 
 TEST(ReportStatus, ReadsTheComponentsOfListJson) {
   const json listed = {{"schema_version", 1},
-                       {"components", {{{"name", "alpha"},
+                       {"components", {{{"name", "alpha"}, {"gpu_tests", "*alpha*:AlphaGpu.*"},
                                         {"mutants", {{{"name", "m1"}, {"kernel_sources", {"a.hip", "b.hip"}}},
                                                      {{"name", "m2"}, {"kernel_sources", {"a.hip"}}}}}},
                                        {{"name", "step"}, {"mutants", json::array()}, {"kernel_sources", {"a.hip"}}}}},
@@ -211,6 +249,8 @@ TEST(ReportStatus, ReadsTheComponentsOfListJson) {
   EXPECT_EQ(c[0].mutants, (std::vector<std::string>{"m1", "m2"}));
   EXPECT_EQ(c[0].kernel_sources, (std::vector<std::string>{"a.hip", "b.hip"}));
   EXPECT_EQ(c[1].kernel_sources, (std::vector<std::string>{"a.hip"}));
+  EXPECT_EQ(c[0].test_patterns, (std::vector<std::string>{"*alpha*", "AlphaGpu.*"}));
+  EXPECT_TRUE(c[1].test_patterns.empty());
   EXPECT_THROW(status_components(json::object(), "list.json"), BadInput);
 }
 
