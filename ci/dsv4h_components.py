@@ -71,3 +71,33 @@ def component_of_test(components, test):
         if any(fnmatch.fnmatchcase(test, p) for p in c["gpu_tests"].split(":") if p):
             return name
     return None
+
+
+def select(doc, names):
+    """What DSV4H_COMPONENTS=names (comma-separated names of components or models) keeps:
+    {"names", "gtest_filter" (their gpu_tests joined), "bench_binaries", "mutants" (theirs, and
+    noop)}. ValueError naming an unknown name, or for none."""
+    owners = goal_owners(doc)
+    wanted = [n for n in names.split(",") if n]
+    unknown = [n for n in wanted if n not in owners]
+    if not wanted or unknown:
+        raise ValueError(f"DSV4H_COMPONENTS: {'unknown ' + ', '.join(unknown) if unknown else 'no name'} "
+                         f"(known: {', '.join(sorted(owners))})")
+    return {"names": wanted,
+            "gtest_filter": ":".join(owners[n]["gpu_tests"] for n in wanted),
+            "bench_binaries": sorted({owners[n]["bench"]["binary"] for n in wanted if owners[n].get("bench", {}).get("binary")}),
+            "mutants": [m["name"] for n in wanted for m in owners[n].get("mutants", [])] + ["noop"]}
+
+
+if __name__ == "__main__":
+    # python3 ci/dsv4h_components.py select LIST NAMES FIELD: one field of select() (lists
+    # space-separated), for ci/gpu-suite; exit 2 naming what is wrong.
+    import sys
+    if len(sys.argv) != 5 or sys.argv[1] != "select":
+        sys.exit("usage: dsv4h_components.py select LIST_JSON NAMES FIELD")
+    try:
+        value = select(read(sys.argv[2]), sys.argv[3])[sys.argv[4]]
+    except (ValueError, KeyError) as error:
+        print(f"dsv4h_components.py: {error}", file=sys.stderr)
+        sys.exit(2)
+    print(value if isinstance(value, str) else " ".join(value))

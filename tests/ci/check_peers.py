@@ -6,8 +6,9 @@ fails fails the suite, naming it, and what it wrote is kept; gpu-report.py colle
 `peers.<component>` and merge keeps them in the record; ci/goals.py's faster_than_peers judges a
 benchmark against the best of a result's peer times, names it in the text and the entry, leaves
 out a peer that failed, a shape no peer timed and a result lacking the benchmark's variables, and
-honours `against` and `where`; any goal on a peer time a result lacks skips that result. Every peer
-script compiles.
+honours `against` and `where`; any goal on a peer time a result lacks skips that result;
+DSV4H_COMPONENTS keeps the named components' benchmark binaries and peers only. Every peer script
+compiles.
 
 usage: check_peers.py DSV4H
 """
@@ -95,6 +96,46 @@ def suite_runs_the_peers(dsv4h, work, phase):
     return os.path.join(out, "results.json")
 
 
+def suite_runs_the_selected_components(dsv4h, work):
+    """DSV4H_COMPONENTS: the bench phase runs the kept components' benchmark binaries and peer
+    scripts only; an unknown name is exit 2, naming it, before anything runs."""
+    repo = os.path.join(work, "repo")
+    shutil.copytree(os.path.join(ROOT, "ci"), os.path.join(repo, "ci"))
+    with open(os.path.join(repo, "ci", "torch_ceiling.py"), "w") as f:
+        f.write(CEILING)
+    peers = os.path.join(repo, "tests", "peers")
+    os.makedirs(peers)
+    for name in ("filtered_silu_mul", "sparse_attention"):
+        with open(os.path.join(peers, name + ".py"), "w") as f:
+            f.write(STAND_IN)
+    dist = os.path.join(repo, "build", "gpu-dist")
+    os.makedirs(dist)
+    shutil.copy(dsv4h, os.path.join(dist, "dsv4h"))
+    log = os.path.join(work, "log")
+    os.makedirs(log)
+    for bench in ("bench_filtered_silu_mul", "bench_sparse_attention"):  # each leaves <name>.ran
+        path = os.path.join(dist, bench)
+        with open(path, "w") as f:
+            f.write(f'#!/bin/sh\ntouch "$PEER_LOG/{bench}.ran"\n')
+        os.chmod(path, 0o755)
+
+    def suite(components, out):
+        return subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), "bench"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True,
+                              env=dict(os.environ, OUT=out, PEER_LOG=log, DSV4H_COMPONENTS=components,
+                                       DSV4H_BENCH_PROCESSES="1", CUDA_VISIBLE_DEVICES="0"))
+
+    suite("filtered_silu_mul", os.path.join(work, "out"))
+    ran = sorted(os.path.basename(p) for p in glob.glob(os.path.join(log, "*.ran")) + glob.glob(os.path.join(log, "*.args")))
+    check("DSV4H_COMPONENTS=filtered_silu_mul: the bench phase runs its benchmark binary and its peer script only",
+          ran == ["bench_filtered_silu_mul.ran", "filtered_silu_mul.args"])
+    for f in glob.glob(os.path.join(log, "*")):
+        os.remove(f)
+    proc = suite("filtered_silu_mul,no_such_kernel", os.path.join(work, "out2"))
+    check("an unknown name in DSV4H_COMPONENTS is exit 2 naming it, and nothing runs",
+          proc.returncode == 2 and "unknown no_such_kernel" in proc.stdout and not os.listdir(log))
+
+
 def merge_judges_the_peers(dsv4h, work, part):
     bench = os.path.join(work, "bench-part.json")
     with open(bench, "w") as f:
@@ -172,6 +213,8 @@ def main():
             merge_judges_the_peers(dsv4h, work, part)
     with tempfile.TemporaryDirectory() as work:
         suite_runs_the_peers(dsv4h, work, "peers")
+    with tempfile.TemporaryDirectory() as work:
+        suite_runs_the_selected_components(dsv4h, work)
     measure_cases()
     print("check_peers: " + ("FAILED: " + "; ".join(failures) if failures else "all passed"))
     return 1 if failures else 0

@@ -34,8 +34,9 @@ if [ "$tool" = racecheck ]; then echo '========= RACECHECK SUMMARY: 0 hazards di
 else echo '========= ERROR SUMMARY: 0 errors'; fi
 exit $rc
 """
-# A gtest binary whose shard 1 of test_gpu has a failing test; the others pass.
+# A gtest binary whose shard 1 of test_gpu has a failing test; the others pass; it lists 3 tests.
 FAKE_TEST = """#!/bin/sh
+case "$*" in *--gtest_list_tests*) printf 'Suite.\\n  a\\n  b\\n  c\\n'; exit 0;; esac
 if [ "$(basename "$0")" = test_gpu ] && [ "$GTEST_SHARD_INDEX" = 1 ]; then
   echo '[  FAILED  ] Fixtures/ComponentGolden.GoldenOutputs/c4_decode_step'; exit 1
 fi
@@ -101,8 +102,20 @@ def main():
         line = "FAILED: compute-sanitizer memcheck test_gpu shard 1/4: exit 1 (0 sanitizer errors, a test failed)"
         if merged.returncode != 1 or line not in merged.stdout:
             fail(f"gpu-report merge must fail naming '{line}': {merged.stdout}")
+        # DSV4H_COMPONENTS=sparse_attention: test_gpu filtered to its tests (the model's cases still
+        # left out), in no more shards than the 3 tests the filter lists; no graph run (filtered_silu_mul's).
+        out = os.path.join(work, "out_selected")
+        subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), "sanitize"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, env=dict(env, OUT=out, DSV4H_COMPONENTS="sparse_attention"))
+        with open(os.path.join(out, "results.json")) as f:
+            runs = json.load(f)["sanitizer"]
+        shards = sorted((r["tool"], r["binary"], r["shard"], r["filter"]) for r in runs)
+        kept = "*sparse_attention*:SparseAttentionGpu.*-Cases/ModelGpu.*:ModelGpuExpertParallel.*:ModelGpuBisection.*"
+        want = sorted((tool, "test_gpu", f"{i}/3", kept) for tool in ("memcheck", "racecheck") for i in range(3))
+        if shards != want:
+            fail(f"DSV4H_COMPONENTS=sparse_attention: sanitizer runs {shards}, expected {want}")
     print("gpu-suite sanitize: test_gpu in shards under each tool, a failed test apart from a sanitizer finding, "
-          "racecheck without cuBLAS's kernels")
+          "racecheck without cuBLAS's kernels, DSV4H_COMPONENTS's filter and shards")
 
 
 if __name__ == "__main__":
