@@ -214,8 +214,8 @@ bool run_covers(const json& run, const Record& r, const StatusComponent& c) {
     if (text_of(t, "component") == c.name && filter_selects(filter, text_of(t, "name"))) return true;
   }
   if (binary_seen) return false;
-  return std::any_of(c.test_patterns.begin(), c.test_patterns.end(),
-                     [&](const std::string& p) { return filter_selects(filter, p); });
+  const std::vector<std::string> patterns = split_patterns(c.gpu_tests);
+  return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) { return filter_selects(filter, p); });
 }
 
 // The sanitizer runs of a record that ran component c's tests (ci/gpu-suite sanitize runs every
@@ -291,7 +291,7 @@ std::vector<StatusComponent> status_components(const json& listed, const std::st
     throw BadInput(source + ": components: expected the array of `dsv4h list --json`");
   std::vector<StatusComponent> components;
   for (const json& c : listed["components"]) {
-    StatusComponent s{text_of(c, "name"), {}, {}, split_patterns(text_of(c, "gpu_tests"))};
+    StatusComponent s{text_of(c, "name"), {}, {}, text_of(c, "gpu_tests")};
     if (s.name.empty()) throw BadInput(source + ": components[].name: expected a string");
     for (const json& m : array_of(c, "mutants")) {
       s.mutants.push_back(text_of(m, "name"));
@@ -307,7 +307,7 @@ std::vector<StatusComponent> status_components(const json& listed, const std::st
   }
   // The models (the tiny model): tests and goals, no mutants of a descriptor.
   for (const json& m : array_of(listed, "models")) {
-    StatusComponent s{text_of(m, "name"), {}, {}, split_patterns(text_of(m, "gpu_tests"))};
+    StatusComponent s{text_of(m, "name"), {}, {}, text_of(m, "gpu_tests")};
     if (s.name.empty()) throw BadInput(source + ": models[].name: expected a string");
     for (const json& k : array_of(m, "kernel_sources"))
       if (k.is_string()) s.kernel_sources.push_back(k);

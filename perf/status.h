@@ -18,7 +18,7 @@ struct StatusComponent {
   std::vector<std::string> mutants;         // the mutants its descriptor declares
   // File names under kernels/, and paths in the checkout outside it (the model's model/gpu).
   std::vector<std::string> kernel_sources;
-  std::vector<std::string> test_patterns;  // its GPU tests' gtest patterns (list --json's gpu_tests)
+  std::string gpu_tests;  // its GPU tests, a gtest filter (list --json's gpu_tests)
 };
 
 // The components of a `dsv4h list --json` document; BadInput naming the field where malformed.

@@ -197,12 +197,12 @@ int render(const std::vector<std::string>& argv, const char* help, std::string (
 std::vector<StatusComponent> registered_components() {
   std::vector<StatusComponent> components;
   for (const Component& c : registry().all()) {
-    StatusComponent s{c.name, {}, c.kernel_sources};
+    StatusComponent s{c.name, {}, c.kernel_sources, c.gpu_tests};
     for (const Mutant& m : c.mutants) s.mutants.push_back(m.name);
     components.push_back(std::move(s));
   }
   // The model is no registry component, but has tests and goals of its own.
-  components.push_back({model::listing().name, {}, model_kernel_sources()});
+  components.push_back({model::listing().name, {}, model_kernel_sources(), model::listing().gpu_tests});
   return components;
 }
 

@@ -58,22 +58,30 @@ def check(what, ok):
         failures.append(what)
 
 
-def suite_runs_the_peers(dsv4h, work, phase):
+def peer_checkout(dsv4h, work, scripts):
+    """A checkout of ci/ with the stand-in ceiling, tests/peers/ holding `scripts` ({name: text}),
+    and a package of dsv4h alone; returns (repo, dist, log folder)."""
     repo = os.path.join(work, "repo")
     shutil.copytree(os.path.join(ROOT, "ci"), os.path.join(repo, "ci"))
     with open(os.path.join(repo, "ci", "torch_ceiling.py"), "w") as f:
         f.write(CEILING)
     peers = os.path.join(repo, "tests", "peers")
     os.makedirs(peers)
-    for name, text in (("filtered_silu_mul", STAND_IN), ("mtp_expand", STAND_IN), ("sparse_attention", STAND_IN),
-                       ("peer_timing", MODULE)):
+    for name, text in scripts.items():
         with open(os.path.join(peers, name + ".py"), "w") as f:
             f.write(text)
     dist = os.path.join(repo, "build", "gpu-dist")
     os.makedirs(dist)
     shutil.copy(dsv4h, os.path.join(dist, "dsv4h"))
-    log, out = os.path.join(work, "log"), os.path.join(work, "out")
+    log = os.path.join(work, "log")
     os.makedirs(log)
+    return repo, dist, log
+
+
+def suite_runs_the_peers(dsv4h, work, phase):
+    repo, _, log = peer_checkout(dsv4h, work, {"filtered_silu_mul": STAND_IN, "mtp_expand": STAND_IN,
+                                               "sparse_attention": STAND_IN, "peer_timing": MODULE})
+    out = os.path.join(work, "out")
     proc = subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), phase], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, env=dict(os.environ, OUT=out, PEER_LOG=log, CUDA_VISIBLE_DEVICES="0"))
     ran = sorted(os.path.basename(p)[:-len(".args")] for p in glob.glob(os.path.join(log, "*.args")))
@@ -99,20 +107,7 @@ def suite_runs_the_peers(dsv4h, work, phase):
 def suite_runs_the_selected_components(dsv4h, work):
     """DSV4H_COMPONENTS: the bench phase runs the kept components' benchmark binaries and peer
     scripts only; an unknown name is exit 2, naming it, before anything runs."""
-    repo = os.path.join(work, "repo")
-    shutil.copytree(os.path.join(ROOT, "ci"), os.path.join(repo, "ci"))
-    with open(os.path.join(repo, "ci", "torch_ceiling.py"), "w") as f:
-        f.write(CEILING)
-    peers = os.path.join(repo, "tests", "peers")
-    os.makedirs(peers)
-    for name in ("filtered_silu_mul", "sparse_attention"):
-        with open(os.path.join(peers, name + ".py"), "w") as f:
-            f.write(STAND_IN)
-    dist = os.path.join(repo, "build", "gpu-dist")
-    os.makedirs(dist)
-    shutil.copy(dsv4h, os.path.join(dist, "dsv4h"))
-    log = os.path.join(work, "log")
-    os.makedirs(log)
+    repo, dist, log = peer_checkout(dsv4h, work, {"filtered_silu_mul": STAND_IN, "sparse_attention": STAND_IN})
     for bench in ("bench_filtered_silu_mul", "bench_sparse_attention"):  # each leaves <name>.ran
         path = os.path.join(dist, bench)
         with open(path, "w") as f:

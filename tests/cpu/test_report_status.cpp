@@ -16,8 +16,8 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<StatusComponent> kComponents = {{"alpha", {"alpha_broken", "alpha_race"}, {"alpha.hip"}, {}},
-                                                  {"beta", {}, {}, {}}};
+const std::vector<StatusComponent> kComponents = {{"alpha", {"alpha_broken", "alpha_race"}, {"alpha.hip"}, ""},
+                                                  {"beta", {}, {}, ""}};
 
 // Schema 1, as the records of 2026-12-02..05 are (migrated): goals without a component, the first
 // records' mutant "verdict", a verify card with its backend's suffix.
@@ -125,7 +125,7 @@ TEST(ReportStatus, AComponentWithoutKernelSourcesOrRecordsSaysSo) {
 // A declared mutant that no record holds (new since the last run) leaves the verdict incomplete,
 // which is not a failure of the kernels' checks.
 TEST(ReportStatus, AMutantNoRunCheckedMakesTheVerdictIncomplete) {
-  const std::vector<StatusComponent> more_mutants = {{"alpha", {"alpha_broken", "alpha_new"}, {"alpha.hip"}, {}}};
+  const std::vector<StatusComponent> more_mutants = {{"alpha", {"alpha_broken", "alpha_new"}, {"alpha.hip"}, ""}};
   const std::string dir = testing::fresh_dir("status_incomplete");
   write_json_file(dir + "/2026-12-02-aaaa111-synthetic.json", old_suite());
   const Status s = build_status(dir, more_mutants, changed_after_old);
@@ -167,8 +167,8 @@ TEST(ReportStatus, SanitizerRunsCutShortAreIncompleteAndAFailedTestIsNoFinding) 
 // record's own tests of the run's binary say which components the filter selects, else their
 // test patterns do.
 TEST(ReportStatus, AFilteredSanitizerRunIsOnlyTheVerdictOfTheComponentsItRan) {
-  const std::vector<StatusComponent> components = {{"alpha", {}, {"alpha.hip"}, {"*alpha*", "AlphaGpu.*"}},
-                                                   {"beta", {}, {"beta.hip"}, {"*beta*"}}};
+  const std::vector<StatusComponent> components = {{"alpha", {}, {"alpha.hip"}, "*alpha*:AlphaGpu.*"},
+                                                   {"beta", {}, {"beta.hip"}, "*beta*"}};
   json record = old_suite();
   record["tests"] = {{{"binary", "test_gpu"}, {"name", "Cases/ComponentGpu.Matches/alpha_rows_1"}, {"component", "alpha"},
                       {"status", "pass"}},
@@ -249,8 +249,8 @@ TEST(ReportStatus, ReadsTheComponentsOfListJson) {
   EXPECT_EQ(c[0].mutants, (std::vector<std::string>{"m1", "m2"}));
   EXPECT_EQ(c[0].kernel_sources, (std::vector<std::string>{"a.hip", "b.hip"}));
   EXPECT_EQ(c[1].kernel_sources, (std::vector<std::string>{"a.hip"}));
-  EXPECT_EQ(c[0].test_patterns, (std::vector<std::string>{"*alpha*", "AlphaGpu.*"}));
-  EXPECT_TRUE(c[1].test_patterns.empty());
+  EXPECT_EQ(c[0].gpu_tests, "*alpha*:AlphaGpu.*");
+  EXPECT_TRUE(c[1].gpu_tests.empty());
   EXPECT_THROW(status_components(json::object(), "list.json"), BadInput);
 }
 
