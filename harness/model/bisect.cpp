@@ -221,6 +221,13 @@ std::vector<std::string> bisect_table(const BisectResult& result) {
                   e.problem.empty() ? "" : "  ", e.problem.c_str());
     lines.push_back(line);
   }
+  // The mark compare_output prints on a wrong result, so that a test failing on a budget reads as
+  // a mismatch (ci/check-mutant.py counts only those as catches; the model's tests print this table).
+  if (result.first) {
+    const OpError& e = result.ops[*result.first];
+    lines.push_back("MISMATCH: " + e.op + " (" + e.output + ") is the first op over its budget (used " +
+                    std::to_string(e.used()) + ")");
+  }
   return lines;
 }
 

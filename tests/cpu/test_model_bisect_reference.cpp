@@ -81,6 +81,16 @@ TEST(ModelBisect, NamesExactlyTheInjectedOp) {
   }
 }
 
+TEST(ModelBisect, TheTableMarksAnOpOverBudgetAsAMismatch) {
+  // ci/check-mutant.py counts a failed test as a catch only where its message holds compare_output's
+  // mark; the model's tests print this table when an op crosses its budget.
+  const Fixture f;
+  const std::vector<std::string> over = bisect_table(bisect_with_fault(f, "layers.2.ffn.experts", 0.25));
+  EXPECT_EQ(over.back().rfind("MISMATCH: layers.2.ffn.experts (", 0), 0u) << over.back();
+  for (const std::string& line : bisect_table(bisect_with_fault(f, "layers.1.attn_norm", 0x1.0p-9)))
+    EXPECT_EQ(line.find("MISMATCH"), std::string::npos) << line;
+}
+
 TEST(ModelBisect, AFaultInOneDecodeStepIsNamedWithItsCall) {
   // Only step 2's calls perturbed (a decode step, as a replayed graph might go wrong): the op and
   // that step are named, the first request to run it in forward order (request 0).
