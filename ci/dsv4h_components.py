@@ -66,11 +66,15 @@ def mutant_filter(components, mutant):
 
 
 def component_of_test(components, test):
-    """The component whose GPU test filter selects `test` ("Suite.Name"); None where none does."""
+    """The component whose GPU test filter selects `test` ("Suite.Name") by its most specific pattern
+    (the longest: moe's "*moe*" also selects moe_routing's tests, which "*moe_routing*" claims);
+    None where none does."""
+    best, best_length = None, -1
     for name, c in components.items():
-        if any(fnmatch.fnmatchcase(test, p) for p in c["gpu_tests"].split(":") if p):
-            return name
-    return None
+        for p in c["gpu_tests"].split(":"):
+            if p and len(p) > best_length and fnmatch.fnmatchcase(test, p):
+                best, best_length = name, len(p)
+    return best
 
 
 def select(doc, names):

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <regex>
 
 #include "harness/errors.h"
@@ -97,6 +98,39 @@ struct MutantVerdict {
   StatusVerdict from;  // the record it came from
 };
 
+bool filter_selects(const std::string& filter, const std::string& name);
+
+// The noop mutant (every kernel a no-op) as component c's verdict: no test of c may pass with it.
+// Its run's tests (ci/check-mutant's failed_tests and passed_tests, from 2026-12-06) that are c's
+// (by the record's tests, else by c's test filter) decide: none, and the run is not c's; one passed,
+// survived; all failed, caught where the run found a mismatch at all (caught, or a test passed:
+// check-mutant requires both), else survived ("tests failed, but none on a mismatch"). A run
+// without test lists ran every component's tests.
+std::optional<MutantVerdict> noop_of(const json& m, const Record& r, const StatusComponent& c) {
+  const bool caught = m.contains("caught") && m["caught"].is_boolean() && m["caught"].get<bool>();
+  MutantVerdict v;
+  v.from = verdict_from(r);
+  v.how = text_of(m, "status");
+  if (!m.contains("failed_tests") && !m.contains("passed_tests")) {
+    v.caught = caught;
+    return v;
+  }
+  const auto mine = [&](const std::string& name) {
+    for (const json& t : array_of(r.doc, "tests"))
+      if (text_of(t, "name") == name) return text_of(t, "component") == c.name;
+    return !c.gpu_tests.empty() && filter_selects(c.gpu_tests, name);
+  };
+  const auto any_mine = [&](const char* key) {
+    const json& names = array_of(m, key);
+    return std::any_of(names.begin(), names.end(), [&](const json& n) { return n.is_string() && mine(n.get<std::string>()); });
+  };
+  const bool passed = any_mine("passed_tests");
+  if (!passed && !any_mine("failed_tests")) return std::nullopt;
+  v.caught = !passed && (caught || !array_of(m, "passed_tests").empty());
+  if (passed) v.how = "a test of its passed with every kernel a no-op";
+  return v;
+}
+
 std::map<std::string, MutantVerdict> mutants_of(const Record& r, const StatusComponent& component) {
   std::map<std::string, MutantVerdict> verdicts;
   const auto ran = [&](const char* phase) {
@@ -109,6 +143,10 @@ std::map<std::string, MutantVerdict> mutants_of(const Record& r, const StatusCom
   };
   for (const json& m : array_of(r.doc, "mutants")) {
     const std::string name = text_of(m, "mutant");
+    if (name == "noop" && ran("mutants")) {
+      if (std::optional<MutantVerdict> noop = noop_of(m, r, component)) verdicts[name] = std::move(*noop);
+      continue;
+    }
     if (!ran("mutants") || !declared(name)) continue;
     MutantVerdict& v = verdicts[name];
     v.from = verdict_from(r);
@@ -140,7 +178,7 @@ StatusVerdict joined_mutants(const std::map<std::string, MutantVerdict>& latest,
   StatusVerdict v = oldest->from;
   int caught = 0;
   for (const auto& [name, m] : latest) {
-    caught += m.caught;
+    caught += m.caught && name != "noop";
     if (!m.caught) v.failures.push_back(name + ": " + (m.how.empty() ? "survived" : m.how));
   }
   const bool none_survived = v.failures.empty();
@@ -149,6 +187,7 @@ StatusVerdict joined_mutants(const std::map<std::string, MutantVerdict>& latest,
   v.ok = v.failures.empty();
   v.incomplete = !v.ok && none_survived;
   v.summary = "caught " + std::to_string(caught) + "/" + std::to_string(component.mutants.size());
+  if (latest.count("noop")) v.summary += latest.at("noop").caught ? ", noop caught" : ", noop SURVIVED";
   if (by_record.size() > 1) {
     v.summary += " (each mutant's latest run:";
     for (const auto& [record, names] : by_record) {

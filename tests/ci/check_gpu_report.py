@@ -50,6 +50,13 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         with open(os.path.join(work, "components.json"), "w") as f:
             f.write(subprocess.run([dsv4h, "list", "--json"], stdout=subprocess.PIPE, text=True, check=True).stdout)
+        # A test is its most specific filter's: moe's "*moe*" also selects moe_routing's tests.
+        sys.path.insert(0, os.path.join(os.path.dirname(REPORT)))
+        import dsv4h_components
+        listed = dsv4h_components.load(os.path.join(work, "components.json"))
+        check("a test selected by two components' filters is the more specific one's",
+              dsv4h_components.component_of_test(listed, "VerifyCases/ComponentGpu.MatchesReference/moe_routing_tokens_1")
+              == "moe_routing" and dsv4h_components.component_of_test(listed, "MoeGpu.Works") == "moe")
         # Three processes: the second runs in the slow mode.
         for i, (us, ratio, ceiling) in enumerate(((2.0, 1.45, 3900.0), (2.3, 1.62, 4000.0), (2.1, 1.48, 3950.0)), 1):
             write(work, f"bench-bench_a.p{i}.json",

@@ -235,6 +235,50 @@ TEST(ReportStatus, EachMutantKeepsItsLatestVerdict) {
             "2026-12-07-eeee555-mutants.json alpha_broken)");
 }
 
+// The noop mutant is each component's verdict over its own tests: on 2026-12-06 one test of
+// sparse attention passed with every kernel a no-op (the other components' tests all failed on
+// mismatches), and a later noop run over the model's tests alone failed them all, none on a
+// mismatch. A noop run without test lists ran every component's tests.
+TEST(ReportStatus, TheNoopMutantIsTheVerdictOfTheComponentsWhoseTestsItRan) {
+  const std::vector<StatusComponent> components = {{"alpha", {}, {}, "Alpha.*"}, {"beta", {}, {}, "Beta.*"},
+                                                   {"gamma", {}, {}, "Gamma.*"}};
+  const std::string dir = testing::fresh_dir("status_noop");
+  json all = new_suite();
+  all.update({{"phases", {"tests", "mutants"}}, {"commit", "ffff666"}});
+  all["tests"] = {{{"binary", "test_gpu"}, {"name", "Alpha.Works"}, {"component", "alpha"}, {"status", "pass"}},
+                  {{"binary", "test_gpu"}, {"name", "Beta.Works"}, {"component", "beta"}, {"status", "pass"}}};
+  all["mutants"] = {{{"mutant", "noop"}, {"caught", false}, {"status", "survived"},
+                     {"failed_tests", {"Beta.Works"}}, {"passed_tests", {"Alpha.Works"}}}};
+  write_json_file(dir + "/2026-12-06-ffff666-all.json", all);
+  json gamma = all;
+  gamma.update({{"commit", "9999777"}, {"date", "2026-12-07T10:00:00Z"}});
+  gamma["tests"] = json::array();
+  gamma["mutants"] = {{{"mutant", "noop"}, {"caught", false}, {"status", "survived"},
+                       {"failed_tests", {"Gamma.Works"}}, {"passed_tests", json::array()}}};
+  write_json_file(dir + "/2026-12-07-9999777-gamma.json", gamma);
+  Status s = build_status(dir, components, changed_after_old);
+  EXPECT_FALSE(s.components[0].mutants.ok);
+  EXPECT_EQ(s.components[0].mutants.summary, "caught 0/0, noop SURVIVED");
+  EXPECT_EQ(s.components[0].mutants.failures,
+            (std::vector<std::string>{"noop: a test of its passed with every kernel a no-op"}));
+  EXPECT_TRUE(s.components[1].mutants.ok);
+  EXPECT_EQ(s.components[1].mutants.summary, "caught 0/0, noop caught");
+  EXPECT_EQ(s.components[1].mutants.commit, "ffff666");
+  EXPECT_FALSE(s.components[2].mutants.ok);
+  EXPECT_EQ(s.components[2].mutants.commit, "9999777");
+  EXPECT_EQ(s.components[2].mutants.failures, (std::vector<std::string>{"noop: survived"}));
+
+  json everything = all;
+  everything.update({{"commit", "8888888"}, {"date", "2026-12-08T10:00:00Z"}});
+  everything["mutants"] = {{{"mutant", "noop"}, {"caught", true}, {"status", "caught"}}};
+  write_json_file(dir + "/2026-12-08-8888888-all.json", everything);
+  s = build_status(dir, components, changed_after_old);
+  for (const ComponentStatus& c : s.components) {
+    EXPECT_TRUE(c.mutants.ok) << c.name;
+    EXPECT_EQ(c.mutants.commit, "8888888") << c.name;
+  }
+}
+
 TEST(ReportStatus, ReadsTheComponentsOfListJson) {
   const json listed = {{"schema_version", 1},
                        {"components", {{{"name", "alpha"}, {"gpu_tests", "*alpha*:AlphaGpu.*"},
