@@ -166,7 +166,8 @@ std::map<std::string, MutantVerdict> mutants_of(const Record& r, const StatusCom
 
 // Each mutant's latest verdict, joined: the verdict names the oldest record it draws on (whose
 // commit the kernels are compared with), and the summary says when several records hold them (a
-// race mutant is judged in the perturb phase, which a run may leave out).
+// race mutant is judged in the perturb phase, which a run may leave out). noop, no mutant of the
+// descriptor's, is counted apart: named after the count where a run covered the component.
 StatusVerdict joined_mutants(const std::map<std::string, MutantVerdict>& latest, const StatusComponent& component) {
   if (latest.empty()) return {};
   const MutantVerdict* oldest = &latest.begin()->second;
