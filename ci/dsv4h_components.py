@@ -65,6 +65,18 @@ def mutant_filter(components, mutant):
     return components[name]["gpu_tests"]
 
 
+def gtest_names(listing):
+    """The "Suite.Test" names of a gtest binary's --gtest_list_tests output ("Suite." then indented
+    "Test  # GetParam() = ..." lines)."""
+    names, suite = [], ""
+    for line in (l.rstrip() for l in listing.splitlines() if l.strip()):
+        if not line.startswith(" "):
+            suite = line.split("#")[0].strip()
+        else:
+            names.append(suite + line.split("#")[0].strip())
+    return names
+
+
 def component_of_test(components, test):
     """The component whose GPU test filter selects `test` ("Suite.Name") by its most specific pattern
     (the longest: moe's "*moe*" also selects moe_routing's tests, which "*moe_routing*" claims);

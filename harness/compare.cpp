@@ -380,7 +380,7 @@ std::string OutputComparison::summary() const {
                 "%s (%s, %s, %s): %s; %lld compared, %lld unwritten on both sides, %lld written by one "
                 "side only, %lld beyond tolerance; max abs %.3g, max rel %.3g, rel L2 %.3g, cosine "
                 "%.6f, NaN %lld/%lld, budget used %.3g",
-                output.c_str(), dtype.c_str(), tolerance.c_str(), comparator.c_str(), passed() ? "ok" : "MISMATCH",
+                output.c_str(), dtype.c_str(), tolerance.c_str(), comparator.c_str(), passed() ? "ok" : kMismatchMark,
                 static_cast<long long>(compared), static_cast<long long>(unwritten),
                 static_cast<long long>(write_mismatches), static_cast<long long>(value_mismatches),
                 max_abs_error, max_rel_error, rel_l2_error, cosine,

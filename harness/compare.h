@@ -11,6 +11,10 @@
 
 namespace dsv4h {
 
+// What a wrong result's message holds (a comparison's summary, a model op over its budget):
+// ci/check-mutant.py counts a failed test as a catch only where its message holds this mark.
+inline constexpr char kMismatchMark[] = "MISMATCH";
+
 // A failing element; under row_rel_l2 a failing row ("[3, :]": its norm and its error's norm, the
 // relative error and its bound); under topk_set a failing row: the indices in each set only, with
 // their scores, the largest distance of one from the boundary score and the score tolerance.

@@ -88,6 +88,45 @@ StatusVerdict tests_of(const Record& r, const std::string& component) {
   return v;
 }
 
+// gtest's wildcard match: '*' any run of characters, '?' one.
+bool glob_matches(const std::string& pattern, const std::string& name) {
+  size_t p = 0, n = 0, star = std::string::npos, resume = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p, ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++, resume = n;
+    } else if (star != std::string::npos) {
+      p = star + 1, n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+std::vector<std::string> split_patterns(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t begin = 0; begin <= list.size();) {
+    const size_t end = std::min(list.find(':', begin), list.size());
+    if (end > begin) out.push_back(list.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return out;
+}
+
+// Whether a --gtest_filter ("POSITIVE[-NEGATIVE]", each ':'-separated patterns) selects `name`.
+bool filter_selects(const std::string& filter, const std::string& name) {
+  const size_t dash = filter.find('-');
+  std::vector<std::string> positive = split_patterns(filter.substr(0, dash));
+  if (positive.empty()) positive.push_back("*");
+  const auto any = [&](const std::vector<std::string>& patterns) {
+    return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) { return glob_matches(p, name); });
+  };
+  return any(positive) && !(dash != std::string::npos && any(split_patterns(filter.substr(dash + 1))));
+}
+
 // A mutant is caught where its record says so: "caught" (schema 1 from 2026-12-02 on, and 2) or the
 // first records' "verdict"; a race mutant where any of its perturbed runs caught it. Each phase holds
 // verdicts only where the record ran it: a tests and perturb run holds its race mutants' verdicts,
@@ -97,8 +136,6 @@ struct MutantVerdict {
   std::string how;     // the record's word for it where not caught
   StatusVerdict from;  // the record it came from
 };
-
-bool filter_selects(const std::string& filter, const std::string& name);
 
 // The noop mutant (every kernel a no-op) as component c's verdict: no test of c may pass with it.
 // Its run's tests (ci/check-mutant's failed_tests and passed_tests, from 2026-12-06) that are c's
@@ -199,45 +236,6 @@ StatusVerdict joined_mutants(const std::map<std::string, MutantVerdict>& latest,
     v.summary.back() = ')';
   }
   return v;
-}
-
-// gtest's wildcard match: '*' any run of characters, '?' one.
-bool glob_matches(const std::string& pattern, const std::string& name) {
-  size_t p = 0, n = 0, star = std::string::npos, resume = 0;
-  while (n < name.size()) {
-    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
-      ++p, ++n;
-    } else if (p < pattern.size() && pattern[p] == '*') {
-      star = p++, resume = n;
-    } else if (star != std::string::npos) {
-      p = star + 1, n = ++resume;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
-}
-
-std::vector<std::string> split_patterns(const std::string& list) {
-  std::vector<std::string> out;
-  for (size_t begin = 0; begin <= list.size();) {
-    const size_t end = std::min(list.find(':', begin), list.size());
-    if (end > begin) out.push_back(list.substr(begin, end - begin));
-    begin = end + 1;
-  }
-  return out;
-}
-
-// Whether a --gtest_filter ("POSITIVE[-NEGATIVE]", each ':'-separated patterns) selects `name`.
-bool filter_selects(const std::string& filter, const std::string& name) {
-  const size_t dash = filter.find('-');
-  std::vector<std::string> positive = split_patterns(filter.substr(0, dash));
-  if (positive.empty()) positive.push_back("*");
-  const auto any = [&](const std::vector<std::string>& patterns) {
-    return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) { return glob_matches(p, name); });
-  };
-  return any(positive) && !(dash != std::string::npos && any(split_patterns(filter.substr(dash + 1))));
 }
 
 // Whether a sanitizer run ran any of component c's tests. One without a filter (schema 1) ran its

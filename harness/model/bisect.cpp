@@ -7,6 +7,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "harness/compare.h"
 #include "op_budgets.h"
 
 namespace dsv4h {
@@ -221,11 +222,10 @@ std::vector<std::string> bisect_table(const BisectResult& result) {
                   e.problem.empty() ? "" : "  ", e.problem.c_str());
     lines.push_back(line);
   }
-  // The mark compare_output prints on a wrong result, so that a test failing on a budget reads as
-  // a mismatch (ci/check-mutant.py counts only those as catches; the model's tests print this table).
+  // compare_output's mark of a wrong result: a model test failing on a budget prints this table.
   if (result.first) {
     const OpError& e = result.ops[*result.first];
-    lines.push_back("MISMATCH: " + e.op + " (" + e.output + ") is the first op over its budget (used " +
+    lines.push_back(std::string(kMismatchMark) + ": " + e.op + " (" + e.output + ") is the first op over its budget (used " +
                     std::to_string(e.used()) + ")");
   }
   return lines;

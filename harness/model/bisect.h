@@ -57,7 +57,7 @@ BisectResult bisect(const model::ReferenceModel& reference, const model::RunPlan
 // Every op's error, budget, share used and drift, and the first divergent op.
 nlohmann::json bisect_json(const BisectResult& result);
 // One line per op, the first over budget marked; then, where one is over budget, a line naming it
-// that begins "MISMATCH" (the mark of a wrong result, as compare_output's).
+// that begins with kMismatchMark (compare.h).
 std::vector<std::string> bisect_table(const BisectResult& result);
 
 }  // namespace dsv4h

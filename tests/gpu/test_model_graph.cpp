@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "gpu_env.h"
+#include "harness/compare.h"
 #include "harness/gpu/device_tensor.h"
 #include "model_gpu_run.h"
 
@@ -62,7 +63,7 @@ TEST(ModelGraphGpu, ReplayEqualsEagerLaunches) {
           const model::RowMatrix& x = a->outputs[k].second;
           const model::RowMatrix& y = b->outputs[k].second;
           ASSERT_TRUE(x.rows() == y.rows() && x.cols() == y.cols() && x == y)
-              << "MISMATCH: " << op << "." << a->outputs[k].first << " of request " << r << " step " << s
+              << kMismatchMark << ": " << op << "." << a->outputs[k].first << " of request " << r << " step " << s
               << ": the replay differs from the eager launches";
           ++compared;
         }
