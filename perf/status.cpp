@@ -127,6 +127,18 @@ bool filter_selects(const std::string& filter, const std::string& name) {
   return any(positive) && !(dash != std::string::npos && any(split_patterns(filter.substr(dash + 1))));
 }
 
+// The component whose GPU test filter selects `test` by its most specific pattern (the longest:
+// moe's "*moe*" also selects moe_routing's tests, which "*moe_routing*" claims), as
+// ci/dsv4h_components.component_of_test attributes a run's tests; "" where none does.
+std::string owner_of(const std::string& test, const std::vector<StatusComponent>& components) {
+  std::string owner;
+  size_t best = 0;
+  for (const StatusComponent& c : components)
+    for (const std::string& p : split_patterns(c.gpu_tests.substr(0, c.gpu_tests.find('-'))))
+      if (p.size() > best && glob_matches(p, test)) owner = c.name, best = p.size();
+  return owner;
+}
+
 // A mutant is caught where its record says so: "caught" (schema 1 from 2026-12-02 on, and 2) or the
 // first records' "verdict"; a race mutant where any of its perturbed runs caught it. Each phase holds
 // verdicts only where the record ran it: a tests and perturb run holds its race mutants' verdicts,
@@ -139,11 +151,12 @@ struct MutantVerdict {
 
 // The noop mutant (every kernel a no-op) as component c's verdict: no test of c may pass with it.
 // Its run's tests (ci/check-mutant's failed_tests and passed_tests, from 2026-12-06) that are c's
-// (by the record's tests, else by c's test filter) decide: none, and the run is not c's; one passed,
-// survived; all failed, caught where the run found a mismatch at all (caught, or a test passed:
-// check-mutant requires both), else survived ("tests failed, but none on a mismatch"). A run
-// without test lists ran every component's tests.
-std::optional<MutantVerdict> noop_of(const json& m, const Record& r, const StatusComponent& c) {
+// (by the record's tests, else by the components' test filters: owner_of) decide: none, and the
+// run is not c's; one passed, survived; all failed, caught where the run found a mismatch at all
+// (caught, or a test passed: check-mutant requires both), else survived ("tests failed, but none
+// on a mismatch"). A run without test lists ran every component's tests.
+std::optional<MutantVerdict> noop_of(const json& m, const Record& r, const StatusComponent& c,
+                                     const std::vector<StatusComponent>& components) {
   const bool caught = m.contains("caught") && m["caught"].is_boolean() && m["caught"].get<bool>();
   MutantVerdict v;
   v.from = verdict_from(r);
@@ -155,7 +168,7 @@ std::optional<MutantVerdict> noop_of(const json& m, const Record& r, const Statu
   const auto mine = [&](const std::string& name) {
     for (const json& t : array_of(r.doc, "tests"))
       if (text_of(t, "name") == name) return text_of(t, "component") == c.name;
-    return !c.gpu_tests.empty() && filter_selects(c.gpu_tests, name);
+    return owner_of(name, components) == c.name;
   };
   const auto any_mine = [&](const char* key) {
     const json& names = array_of(m, key);
@@ -168,7 +181,8 @@ std::optional<MutantVerdict> noop_of(const json& m, const Record& r, const Statu
   return v;
 }
 
-std::map<std::string, MutantVerdict> mutants_of(const Record& r, const StatusComponent& component) {
+std::map<std::string, MutantVerdict> mutants_of(const Record& r, const StatusComponent& component,
+                                                const std::vector<StatusComponent>& components) {
   std::map<std::string, MutantVerdict> verdicts;
   const auto ran = [&](const char* phase) {
     if (!r.doc.contains("phases") || !r.doc["phases"].is_array()) return true;  // before phases were recorded
@@ -181,7 +195,7 @@ std::map<std::string, MutantVerdict> mutants_of(const Record& r, const StatusCom
   for (const json& m : array_of(r.doc, "mutants")) {
     const std::string name = text_of(m, "mutant");
     if (name == "noop" && ran("mutants")) {
-      if (std::optional<MutantVerdict> noop = noop_of(m, r, component)) verdicts[name] = std::move(*noop);
+      if (std::optional<MutantVerdict> noop = noop_of(m, r, component, components)) verdicts[name] = std::move(*noop);
       continue;
     }
     if (!ran("mutants") || !declared(name)) continue;
@@ -374,7 +388,7 @@ Status build_status(const std::string& records_dir, const std::vector<StatusComp
     for (size_t i = 0; i < components.size(); ++i) {
       ComponentStatus& s = status.components[i];
       keep_latest(s.tests, tests_of(r, components[i].name));
-      for (auto& [name, m] : mutants_of(r, components[i])) {
+      for (auto& [name, m] : mutants_of(r, components[i], components)) {
         const auto it = mutants[i].find(name);
         if (it == mutants[i].end() || m.from.date >= it->second.from.date) mutants[i][name] = std::move(m);
       }

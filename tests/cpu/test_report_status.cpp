@@ -4,6 +4,7 @@
 // kinds ignored; and the kernels-changed flag, from a stand-in and from a real git history.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
@@ -267,6 +268,23 @@ TEST(ReportStatus, TheNoopMutantIsTheVerdictOfTheComponentsWhoseTestsItRan) {
   EXPECT_FALSE(s.components[2].mutants.ok);
   EXPECT_EQ(s.components[2].mutants.commit, "9999777");
   EXPECT_EQ(s.components[2].mutants.failures, (std::vector<std::string>{"noop: survived"}));
+
+  // A record without tests of its own: its tests go to the component whose filter names them most
+  // specifically, as ci/gpu-suite's record attributes them ("Gamma.*" selects gamma_routing's too).
+  json routing = gamma;
+  routing.update({{"commit", "7777999"}, {"date", "2026-12-07T11:00:00Z"}});
+  routing["mutants"] = {{{"mutant", "noop"}, {"caught", true}, {"status", "caught"},
+                         {"failed_tests", {"Gamma.Works"}}, {"passed_tests", {"Gamma.Routing"}}}};
+  write_json_file(dir + "/2026-12-07-7777999-routing.json", routing);
+  std::vector<StatusComponent> with_routing = components;
+  with_routing.push_back({"gamma_routing", {}, {}, "Gamma.Routing*"});
+  s = build_status(dir, with_routing, changed_after_old);
+  EXPECT_TRUE(s.components[2].mutants.ok);
+  EXPECT_EQ(s.components[2].mutants.commit, "7777999");
+  EXPECT_FALSE(s.components[3].mutants.ok);
+  EXPECT_EQ(s.components[3].mutants.failures,
+            (std::vector<std::string>{"noop: a test of its passed with every kernel a no-op"}));
+  std::remove((dir + "/2026-12-07-7777999-routing.json").c_str());
 
   json everything = all;
   everything.update({{"commit", "8888888"}, {"date", "2026-12-08T10:00:00Z"}});
