@@ -4,7 +4,6 @@
 // kinds ignored; and the kernels-changed flag, from a stand-in and from a real git history.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
@@ -284,7 +283,6 @@ TEST(ReportStatus, TheNoopMutantIsTheVerdictOfTheComponentsWhoseTestsItRan) {
   EXPECT_FALSE(s.components[3].mutants.ok);
   EXPECT_EQ(s.components[3].mutants.failures,
             (std::vector<std::string>{"noop: a test of its passed with every kernel a no-op"}));
-  std::remove((dir + "/2026-12-07-7777999-routing.json").c_str());
 
   json everything = all;
   everything.update({{"commit", "8888888"}, {"date", "2026-12-08T10:00:00Z"}});
