@@ -7,12 +7,17 @@
   ncu --import R.ncu-rep --csv --page raw --print-units base  (one row a launch, a column a raw
       metric, the second row their units): the warp stall breakdown and the local-memory bytes,
       which the details page does not list.
+  ncu --import R.ncu-rep --csv --page source --print-source sass  (optional; per launch a
+      "Kernel Name" line, a header, then a row an instruction: "Address", "Source", "Warp Stall
+      Sampling (All Samples)", "Instructions Executed", ..., one "stall_<reason>" column a reason).
 
 Per profiled launch: name (demangled, argument list dropped), grid and block, registers per thread,
 local-memory (spill) bytes, shared memory per block, occupancy, duration, SM, memory and DRAM
-throughput, DRAM bytes per second and the top 3 stall reasons. A metric a report lacks reads n/a.
+throughput, DRAM bytes per second and the top 3 stall reasons; with the source page, the
+instructions where the warps' stall samples fall most (where in the kernel the time goes, without
+ncu-ui). A metric a report lacks reads n/a.
 
-  ci/ncu_summary.py --details D.csv [--raw R.csv] [--title TEXT] [--out FILE]
+  ci/ncu_summary.py --details D.csv [--raw R.csv] [--source S.csv] [--title TEXT] [--out FILE]
 Exit 0 with the summary, 1 when the details CSV holds no launch (or cannot be read), 2 on bad usage.
 """
 import argparse
@@ -139,6 +144,45 @@ def read_raw(path, launches):
         launch.name = launch.name or r.get("Kernel Name", "")
         launch.raw, launch.raw_units = r, units
 
+SAMPLES = "Warp Stall Sampling (All Samples)"
+HOT_INSTRUCTIONS = 6
+
+
+def read_source(path):
+    """The source page's launches in order, each a list of (instruction text, samples, executed,
+    {stall reason: samples})."""
+    launches, header = [], None
+    with open(path, newline="", errors="replace") as f:
+        rows = list(csv.reader(f))
+    for row in rows:
+        if row and row[0] == "Kernel Name":
+            launches.append([])
+            header = None
+        elif header is None and launches and "Source" in row and SAMPLES in row:
+            header = {name: i for i, name in enumerate(row)}
+        elif header and len(row) == len(header):
+            reasons = {name[len("stall_"):]: number(row[i]) or 0 for name, i in header.items()
+                       if name.startswith("stall_") and not name.endswith("(Not Issued)")}
+            executed = number(row[header["Instructions Executed"]]) if "Instructions Executed" in header else None
+            launches[-1].append((row[header["Source"]].strip(), number(row[header[SAMPLES]]) or 0, executed, reasons))
+    return launches
+
+
+def hot_instructions(instructions):
+    """The lines naming the instructions with the most warp samples, with each one's share of the
+    launch's samples, its top reason (a stall, or issuing) and how often warps executed it."""
+    total = sum(samples for _, samples, _, _ in instructions)
+    if total <= 0:
+        return ["  hottest instructions: no warp samples"]
+    lines = [f"  hottest instructions (of {total:.0f} warp samples; {len(instructions)} instructions):"]
+    for text, samples, executed, reasons in sorted(instructions, key=lambda i: -i[1])[:HOT_INSTRUCTIONS]:
+        if samples <= 0:
+            break
+        reason = max(reasons.items(), key=lambda kv: kv[1])[0] if reasons and max(reasons.values()) > 0 else NA
+        reason = "issuing" if reason == "selected" else reason  # a warp sampled while it issued
+        lines.append(f"    {100 * samples / total:4.0f}%  {reason:<18} x{fmt(executed, '.0f')}  {text[:70]}")
+    return lines
+
 
 def short_name(name):
     """`void ns::(anonymous namespace)::k<128>(Args, int)` -> `ns::k<128>`, at most 100 characters."""
@@ -150,7 +194,7 @@ def short_name(name):
             if depth == 0:
                 name = name[:i]
                 break
-    name = name.replace("(anonymous namespace)::", "")
+    name = re.sub(r"\(anonymous namespace\)::|<?unnamed>::", "", name)  # ncu's details page: "void unnamed>::k<1>(...)"
     name = re.sub(r"^(void|static|__global__)\s+", "", name)
     return name if len(name) <= 100 else name[:97] + "..."
 
@@ -219,7 +263,7 @@ def size(text, launch, metric):
     return NA if value is None else f"{value:.0f}"
 
 
-def summarize(launch):
+def summarize(launch, source=None):
     duration = launch.metric(SOL, "Duration", TIME_US)
     if duration is None and launch.raw_number("gpu__time_duration.sum") is not None:
         duration = launch.raw_number("gpu__time_duration.sum") * 1e-3  # ns, the raw page's base unit
@@ -242,10 +286,12 @@ def summarize(launch):
         f"DRAM throughput {fmt(launch.metric(SOL, 'DRAM Throughput'), '.1f', ' %')} ({fmt(bandwidth, '.1f', ' GB/s')})",
         f"  top stalls: {stalls(launch)}",
     ]
+    if source is not None:
+        lines += hot_instructions(source)
     return "\n".join(lines)
 
 
-def summary_text(details_csv, raw_csv=None, title=""):
+def summary_text(details_csv, raw_csv=None, title="", source_csv=None):
     """The summary, or raises ValueError naming what is missing."""
     launches = read_details(details_csv)
     if raw_csv and os.path.exists(raw_csv):
@@ -253,20 +299,25 @@ def summary_text(details_csv, raw_csv=None, title=""):
     if not launches:
         raise ValueError(f"{details_csv} holds no profiled launch")
     ordered = sorted(launches.values(), key=lambda l: (number(l.id) is None, number(l.id) or 0, l.id))
+    # The source page lists the launches in the same order; one that does not match is left out.
+    sources = read_source(source_csv) if source_csv and os.path.exists(source_csv) else []
+    if len(sources) != len(ordered):
+        sources = [None] * len(ordered)
     head = [title] if title else []
     head.append(f"{len(ordered)} profiled launch(es); n/a: a metric the report does not hold")
-    return "\n".join(head) + "\n\n" + "\n\n".join(summarize(l) for l in ordered) + "\n"
+    return "\n".join(head) + "\n\n" + "\n\n".join(summarize(l, s) for l, s in zip(ordered, sources)) + "\n"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--details", required=True, help="ncu --csv --page details export")
     parser.add_argument("--raw", help="ncu --csv --page raw --print-units base export")
+    parser.add_argument("--source", help="ncu --csv --page source --print-source sass export")
     parser.add_argument("--title", default="", help="the summary's first line")
     parser.add_argument("--out", help="write the summary here (default stdout)")
     args = parser.parse_args()
     try:
-        text = summary_text(args.details, args.raw, args.title)
+        text = summary_text(args.details, args.raw, args.title, args.source)
     except (OSError, ValueError, csv.Error) as error:
         print(f"ncu_summary: {error}", file=sys.stderr)
         return 1

@@ -7,8 +7,8 @@
 // Design: one block per token (grid-stride over tokens). Each thread accumulates the sum of squares
 // and its share of the 24 dot products over a strided slice of the 4 * dim values; the 25 sums are
 // reduced across the warp with shuffles (any warp size), then across the warps in shared memory.
-// One thread runs the 4 x 4 Sinkhorn (a few hundred flops) and publishes pre; the block then
-// writes x.
+// Warp 0 runs the 4 x 4 Sinkhorn, a lane an entry (split_sinkhorn), and publishes pre; the block
+// then writes x.
 //
 // Mutants, compiled in only when the build defines one of them; the suite must catch each:
 // DSV4H_MUTANT_SINKHORN_ONE_FEWER (one Sinkhorn pass fewer) and DSV4H_MUTANT_NOOP.
@@ -37,44 +37,59 @@ __device__ __forceinline__ double sum_over_warp(double value) {
 
 __device__ __forceinline__ double sigmoid(double v) { return 1.0 / (1.0 + exp(-v)); }
 
-// pre, post and comb of one token from its mix (thread 0 only), in the reference's order.
-__device__ void split_sinkhorn(const MhcPreArgs& args, const double* mix, double* pre, double* post,
-                               double (*c)[kHcMult]) {
+// Lane `src`'s `value`, in every lane of the warp (every lane must call it).
+__device__ __forceinline__ double lane_value(double value, int src) {
+#if defined(DSV4H_GPU_NVIDIA)
+  return __shfl_sync(0xffffffffu, value, src);
+#else
+  return __shfl(value, src);
+#endif
+}
+
+// pre, post and comb of token t from the block's sums (every lane of warp 0 calls it), in the
+// reference's order: lane e < 16 holds comb[e / 4][e % 4] (the warp's other lanes repeat lanes
+// 0-15), and each row or column sum gathers its four terms by shuffles and adds them in index
+// order, so every value is the one a single thread's loops give, bit for bit. One thread did it
+// before: its 640 serial fp64 divisions were most of the op's 54 us a token (tiny model, bs 1,
+// H100); a pass is now one division a lane.
+__device__ void split_sinkhorn(const MhcPreArgs& args, const double* sums, int64_t t, double* pre) {
+  const int lane = static_cast<int>(threadIdx.x) % warpSize, e = lane % 16, row = e / kHcMult, col = e % kHcMult;
   const double eps = args.hc_eps;
-  for (int i = 0; i < kHcMult; ++i) {
-    pre[i] = sigmoid(mix[i] * args.scale[0] + args.base[i]) + eps;
-    post[i] = 2.0 * sigmoid(mix[kHcMult + i] * args.scale[1] + args.base[kHcMult + i]);
+  const double r = 1.0 / sqrt(sums[kHcMix] / static_cast<double>(kHcMult * args.dim) + args.norm_eps);
+  const auto mix = [&](int k) { return sums[k] * r; };
+  if (lane < kHcMult) {
+    pre[lane] = sigmoid(mix(lane) * args.scale[0] + args.base[lane]) + eps;
+  } else if (lane < 2 * kHcMult) {
+    args.post[t * kHcMult + lane - kHcMult] = static_cast<float>(2.0 * sigmoid(mix(lane) * args.scale[1] + args.base[lane]));
   }
-  for (int i = 0; i < kHcMult; ++i) {  // row softmax, then eps
-    double m = -INFINITY, sum = 0.0;
-    for (int j = 0; j < kHcMult; ++j) {
-      c[i][j] = mix[2 * kHcMult + i * kHcMult + j] * args.scale[2] + args.base[2 * kHcMult + i * kHcMult + j];
-      m = fmax(m, c[i][j]);
-    }
-    for (int j = 0; j < kHcMult; ++j) sum += (c[i][j] = exp(c[i][j] - m));
-    for (int j = 0; j < kHcMult; ++j) c[i][j] = c[i][j] / sum + eps;
-  }
-  auto normalise_columns = [&] {
-    for (int j = 0; j < kHcMult; ++j) {
-      double sum = 0.0;
-      for (int i = 0; i < kHcMult; ++i) sum += c[i][j];
-      for (int i = 0; i < kHcMult; ++i) c[i][j] /= sum + eps;
-    }
+  const auto row_sum = [&](double v) {
+    double sum = 0.0;
+    for (int k = 0; k < kHcMult; ++k) sum += lane_value(v, row * kHcMult + k);
+    return sum;
   };
-  normalise_columns();
+  const auto column_sum = [&](double v) {
+    double sum = 0.0;
+    for (int k = 0; k < kHcMult; ++k) sum += lane_value(v, k * kHcMult + col);
+    return sum;
+  };
+  // Row softmax, then eps, then the first column pass.
+  const int logit = 2 * kHcMult + e;
+  double c = mix(logit) * args.scale[2] + args.base[logit];
+  double m = -INFINITY;
+  for (int q = 0; q < kHcMult; ++q) m = fmax(m, lane_value(c, row * kHcMult + q));
+  c = exp(c - m);
+  c = c / row_sum(c) + eps;
+  c /= column_sum(c) + eps;
 #if defined(DSV4H_MUTANT_SINKHORN_ONE_FEWER)
   const int64_t passes = args.sinkhorn_iters - 1;
 #else
   const int64_t passes = args.sinkhorn_iters;
 #endif
   for (int64_t it = 1; it < passes; ++it) {  // rows then columns: ends on a column pass
-    for (int i = 0; i < kHcMult; ++i) {
-      double sum = 0.0;
-      for (int j = 0; j < kHcMult; ++j) sum += c[i][j];
-      for (int j = 0; j < kHcMult; ++j) c[i][j] /= sum + eps;
-    }
-    normalise_columns();
+    c /= row_sum(c) + eps;
+    c /= column_sum(c) + eps;
   }
+  if (lane < kHcMult * kHcMult) args.comb[(t * kHcMult + row) * kHcMult + col] = static_cast<float>(c);
 }
 
 __global__ void __launch_bounds__(kThreads) mhc_pre_kernel(MhcPreArgs args) {
@@ -108,17 +123,7 @@ __global__ void __launch_bounds__(kThreads) mhc_pre_kernel(MhcPreArgs args) {
       sums[threadIdx.x] = s;
     }
     sync_block();
-    if (threadIdx.x == 0) {
-      const double r = 1.0 / sqrt(sums[kHcMix] / static_cast<double>(width) + args.norm_eps);
-      double mix[kHcMix], pre[kHcMult], post[kHcMult], c[kHcMult][kHcMult];
-      for (int j = 0; j < kHcMix; ++j) mix[j] = sums[j] * r;
-      split_sinkhorn(args, mix, pre, post, c);
-      for (int i = 0; i < kHcMult; ++i) {
-        pre_shared[i] = pre[i];
-        args.post[t * kHcMult + i] = static_cast<float>(post[i]);
-        for (int j = 0; j < kHcMult; ++j) args.comb[(t * kHcMult + i) * kHcMult + j] = static_cast<float>(c[i][j]);
-      }
-    }
+    if (warp == 0) split_sinkhorn(args, sums, t, pre_shared);
     sync_block();
     for (int64_t k = threadIdx.x; k < args.dim; k += kThreads) {
       double y = 0.0;

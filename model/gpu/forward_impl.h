@@ -12,7 +12,8 @@
 //                               rounded once to bf16, or fp32 for gate logits, the indexer's head
 //                               weights and the head's logits); the compressors' fp32 weights take
 //                               the normed input widened to fp32 (COMPUTE_32F_PEDANTIC: no TF32).
-//                               AMD: the plain GEMM of glue_kernels.hip (no hipBLASLt here yet).
+//                               AMD, and NVIDIA with DSV4H_GEMM=plain (racecheck runs, setup.cpp):
+//                               the plain GEMM of glue_kernels.hip (no hipBLASLt here yet).
 //   attn.q_rope                 glue: each head's RMS norm and rope, fp64, into heads padded to 16
 //   attn.kv_cache               glue rope of the latent, then kernels/kv_pool.h's store into the
 //                               request's MODEL1 SWA pool; the op's output is the pool read back

@@ -34,18 +34,21 @@ void GpuForward::gemm(const void* x, Dtype in, int64_t ldx, const void* w, int64
                       int64_t rows, int64_t k, int64_t n, float alpha) const {
   if (rows == 0) return;
 #if defined(DSV4H_GPU_NVIDIA)
-  // Row-major y [rows, n] = x [rows, k] W^T is column-major y^T [n, rows] = W^T' x^T': W as stored
-  // is column-major [k, n] (ld ldw), transposed; x column-major [k, rows] (ld ldx).
-  const float beta = 0.f;
-  const cudaDataType_t tin = in == Dtype::bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  const cudaDataType_t tout = out == Dtype::bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  const cublasComputeType_t compute = in == Dtype::f32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
-  const cublasStatus_t status = blas_library_->gemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows),
-                                             static_cast<int>(k), &alpha, w, tin, static_cast<int>(ldw), x, tin,
-                                             static_cast<int>(ldx), &beta, y, tout, static_cast<int>(ldy), compute,
-                                             CUBLAS_GEMM_DEFAULT);
-  if (status != CUBLAS_STATUS_SUCCESS) fail("cublasGemmEx failed (status " + std::to_string(static_cast<int>(status)) + ")");
-#else
+  if (blas_) {
+    // Row-major y [rows, n] = x [rows, k] W^T is column-major y^T [n, rows] = W^T' x^T': W as stored
+    // is column-major [k, n] (ld ldw), transposed; x column-major [k, rows] (ld ldx).
+    const float beta = 0.f;
+    const cudaDataType_t tin = in == Dtype::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    const cudaDataType_t tout = out == Dtype::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    const cublasComputeType_t compute = in == Dtype::f32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
+    const cublasStatus_t status = blas_library_->gemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows),
+                                               static_cast<int>(k), &alpha, w, tin, static_cast<int>(ldw), x, tin,
+                                               static_cast<int>(ldx), &beta, y, tout, static_cast<int>(ldy), compute,
+                                               CUBLAS_GEMM_DEFAULT);
+    if (status != CUBLAS_STATUS_SUCCESS) fail("cublasGemmEx failed (status " + std::to_string(static_cast<int>(status)) + ")");
+    return;
+  }
+#endif
   if (in == Dtype::bf16 && out == Dtype::bf16)
     gpu::launch_plain_gemm(static_cast<const uint16_t*>(x), ldx, static_cast<const uint16_t*>(w), ldw, static_cast<uint16_t*>(y),
                            ldy, rows, k, n, alpha, stream_);
@@ -55,7 +58,6 @@ void GpuForward::gemm(const void* x, Dtype in, int64_t ldx, const void* w, int64
   else
     gpu::launch_plain_gemm(static_cast<const float*>(x), ldx, static_cast<const float*>(w), ldw, static_cast<float*>(y), ldy,
                            rows, k, n, alpha, stream_);
-#endif
 }
 
 GpuForward::Buf GpuForward::linear(const uint16_t* x, int64_t rows, const std::string& name, Dtype out_dtype, float alpha) const {

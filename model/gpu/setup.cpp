@@ -3,6 +3,7 @@
 #include "forward_impl.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <stdexcept>
@@ -16,6 +17,21 @@
 namespace dsv4h::model::gpu {
 
 namespace {
+
+#if defined(DSV4H_GPU_NVIDIA)
+// DSV4H_GEMM=plain: the projections through glue_kernels.hip's plain GEMM (AMD's path) instead of
+// cuBLAS, e.g. under compute-sanitizer racecheck, which cannot follow cuBLAS's Hopper GEMMs (their
+// shared memory is ordered by asynchronous barriers; on the H100 it reported hazards inside them
+// and, told to skip them, failed on a hardware exception while cublasGemmEx ran: H100, 2026-12-07).
+// Unset or "cublas": cuBLAS.
+bool plain_gemm_requested() {
+  const char* value = std::getenv("DSV4H_GEMM");
+  const std::string v = value ? value : "";
+  if (v.empty() || v == "cublas") return false;
+  if (v == "plain") return true;
+  throw std::invalid_argument("DSV4H_GEMM must be \"cublas\" or \"plain\", got \"" + v + "\"");
+}
+#endif
 
 void require_config(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument("GPU forward: the kernels cannot run this config: " + what);
@@ -42,20 +58,22 @@ GpuForward::GpuForward(const ReferenceModel& model, const GpuForwardOptions& opt
   }
   DSV4H_HIP_CHECK(hipStreamCreate(&stream_));
 #if defined(DSV4H_GPU_NVIDIA)
-  blas_library_ = &CublasLibrary::get("GPU forward");
-  if (blas_library_->create(&blas_) != CUBLAS_STATUS_SUCCESS) fail("cublasCreate failed");
-  if (blas_library_->set_stream(blas_, stream_) != CUBLAS_STATUS_SUCCESS) fail("cublasSetStream failed");
-  // A split-K GEMM reduces its partial sums in fp32, not in the bf16 output type: one rounding.
-  if (blas_library_->set_math_mode(blas_, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)) !=
-      CUBLAS_STATUS_SUCCESS)
-    fail("cublasSetMathMode failed");
-  // A workspace of our own (32 MiB, what cuBLAS asks of Hopper): without one, a GEMM that needs
-  // workspace (split-K) allocates it inside a capture, and a graph holding memory-allocation nodes
-  // cannot be cloned (bench_model times each node of a step alone in a clone; cudaErrorNotSupported
-  // at bs 8 on the H100, 2026-12-06).
-  blas_workspace_ = DeviceBytes(size_t{32} << 20);
-  if (blas_library_->set_workspace(blas_, blas_workspace_.data(), blas_workspace_.bytes()) != CUBLAS_STATUS_SUCCESS)
-    fail("cublasSetWorkspace failed");
+  if (!plain_gemm_requested()) {
+    blas_library_ = &CublasLibrary::get("GPU forward");
+    if (blas_library_->create(&blas_) != CUBLAS_STATUS_SUCCESS) fail("cublasCreate failed");
+    if (blas_library_->set_stream(blas_, stream_) != CUBLAS_STATUS_SUCCESS) fail("cublasSetStream failed");
+    // A split-K GEMM reduces its partial sums in fp32, not in the bf16 output type: one rounding.
+    if (blas_library_->set_math_mode(blas_, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)) !=
+        CUBLAS_STATUS_SUCCESS)
+      fail("cublasSetMathMode failed");
+    // A workspace of our own (32 MiB, what cuBLAS asks of Hopper): without one, a GEMM that needs
+    // workspace (split-K) allocates it inside a capture, and a graph holding memory-allocation nodes
+    // cannot be cloned (bench_model times each node of a step alone in a clone; cudaErrorNotSupported
+    // at bs 8 on the H100, 2026-12-06).
+    blas_workspace_ = DeviceBytes(size_t{32} << 20);
+    if (blas_library_->set_workspace(blas_, blas_workspace_.data(), blas_workspace_.bytes()) != CUBLAS_STATUS_SUCCESS)
+      fail("cublasSetWorkspace failed");
+  }
 #endif
   for (const WeightSpec& spec : weight_specs(c_)) shapes_.emplace(spec.name, spec.shape);
   if (options_.device_weights)

@@ -2,8 +2,9 @@
 """ci/gpu-profile with a stand-in ncu and a stand-in benchmark binary (no GPU): the profiled run gets
 the filter, short repetitions, the launch window, the kernel regex, the sections and
 DSV4H_BENCH_NO_HOLD=1; the summary holds each launch's name, grid, block, registers, local bytes,
-shared memory, occupancy, duration, throughputs, GB/s and top stalls, parsed from CSV in ncu's real
---page details / --page raw layout (n/a where a metric is missing); --help does nothing; --list
+shared memory, occupancy, duration, throughputs, GB/s, top stalls and the instructions holding the
+most stall samples, parsed from CSV in ncu's real --page details / raw / source layout (n/a where a
+metric is missing); --sampling-interval reaches ncu; --help does nothing; --list
 prints the selection; exit 2 without ncu, without the binary, on a filter that selects nothing and
 when nothing was profiled; ncu's own failure code with a summary saying so.
 
@@ -148,7 +149,22 @@ def report():
                    "0", "9.0", "248,190", "168", "12.10", "3.50", "1.00", "0.20", "1.10", "0", "2.048"])
     raw += quoted(["1", "4242", "bench_sparse_attention", "127.0.0.1", COMBINE, "1", "13", "(256, 1, 1)", "(128, 1, 1)",
                    "0", "9.0", "4,200", "40", "", "", "", "", "", "", ""])
-    return {"details": "==PROF== nothing to see\n" + details, "raw": raw}
+    # The source page as ncu 2025 prints it (H100, 2026-12-07): per launch a "Kernel Name" line, the
+    # header (a few of its 68 columns here), a row an SASS instruction.
+    columns = ["Address", "Source", "Warp Stall Sampling (All Samples)", "Warp Stall Sampling (Not-issued Samples)",
+               "# Samples", "Instructions Executed", "stall_barrier", "stall_long_sb", "stall_wait", "stall_selected",
+               "stall_barrier (Not Issued)", "stall_long_sb (Not Issued)"]
+    source = quoted(["Kernel Name", MMA]) + quoted(columns)
+    for address, text, samples, executed, barrier, long_sb, wait, selected in (
+            ("0x7f00", "      LDC R1, c[0x0][0x28]", 0, 160, 0, 0, 0, 0),
+            ("0x7f10", "@!P0  BRA 0x7f44f37aeb20", 105, 320, 105, 0, 0, 0),
+            ("0x7f20", "      HMMA.16816.F32.BF16 R136, R144, R152, R136", 3, 80, 0, 0, 1, 2),
+            ("0x7f30", "      LDL R136, [R1+0x2c]", 12, 320, 0, 12, 0, 0)):
+        source += quoted([address, text, samples, samples, samples, executed, barrier, long_sb, wait, selected,
+                          barrier * 9, long_sb * 9])
+    source += quoted(["Kernel Name", COMBINE]) + quoted(columns)
+    source += quoted(["0x8f00", "      EXIT", 0, 0, 0, 128, 0, 0, 0, 0, 0, 0])
+    return {"details": "==PROF== nothing to see\n" + details, "raw": raw, "source": source}
 
 
 def main():
@@ -192,7 +208,7 @@ def main():
         # The profiled run and its summary.
         out = os.path.join(work, "out")
         proc = profile("--filter", "BM_sparse_attention/bs:128/ratio:4/ctx:8192/", "--kernel-regex", "sparse_attention",
-                       "--name", "attn", out=out)
+                       "--name", "attn", "--sampling-interval", "0", out=out)
         if proc.returncode != 0:
             fail(f"profile: exit {proc.returncode}: {proc.stdout[-2000:]}")
         ncu_args = json.load(open(os.path.join(fake, "ncu_args.json")))
@@ -200,7 +216,8 @@ def main():
         joined = " ".join(ncu_args)
         for part in ("--launch-skip 2", "--launch-count 3", "--kill yes", "--clock-control base", "--kernel-name regex:sparse_attention",
                      "--section SpeedOfLight", "--section WarpStateStats", "--section SourceCounters",
-                     "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum", "--export " + os.path.join(out, "attn")):
+                     "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum", "--export " + os.path.join(out, "attn"),
+                     "--warp-sampling-interval 0"):
             if part not in joined:
                 fail(f"ncu was not given {part!r}: {joined}")
         for part in ("--benchmark_filter=BM_sparse_attention/bs:128/ratio:4/ctx:8192/", "--benchmark_repetitions=1"):
@@ -208,7 +225,7 @@ def main():
                 fail(f"the benchmark was not given {part!r}: {run['argv']}")
         if run["no_hold"] != "1":
             fail(f"the benchmark ran without DSV4H_BENCH_NO_HOLD=1: {run}")
-        for name in ("attn.ncu-rep", "attn.details.csv", "attn.raw.csv", "attn.ncu.log", "attn.summary.txt"):
+        for name in ("attn.ncu-rep", "attn.details.csv", "attn.raw.csv", "attn.source.csv", "attn.ncu.log", "attn.summary.txt"):
             if not os.path.exists(os.path.join(out, name)):
                 fail(f"no {name} in {sorted(os.listdir(out))}")
         summary = open(os.path.join(out, "attn.summary.txt")).read()
@@ -220,11 +237,15 @@ def main():
             "occupancy achieved 11.9 % (theoretical 12.5 %)",
             "duration 248.19 us  SM throughput 31.1 %  memory throughput 7.3 %  DRAM throughput 6.5 % (218.3 GB/s)",
             "top stalls: long_scoreboard 12.10, barrier 3.50, wait 1.10 (cycles per issued instruction)",
+            "  hottest instructions (of 120 warp samples; 4 instructions):\n"
+            "      88%  barrier            x320  @!P0  BRA 0x7f44f37aeb20\n"
+            "      10%  long_sb            x320  LDL R136, [R1+0x2c]\n"
+            "       2%  issuing            x80  HMMA.16816.F32.BF16 R136, R144, R152, R136\n\n",
             "[1] dsv4h::sparse_attention_combine\n",
             "occupancy achieved n/a (theoretical n/a)",
             "duration 4.20 us  SM throughput 3.1 %  memory throughput n/a  DRAM throughput 40.0 % (1340.0 GB/s)",
             "local memory n/a",
-            "top stalls: n/a",
+            "top stalls: n/a\n  hottest instructions: no warp samples",
         ]
         for line in expected:
             if line not in summary:
@@ -264,6 +285,9 @@ def main():
         proc = profile("--filter", "BM_no_such_benchmark", out=out)
         if proc.returncode != 2 or "selects nothing" not in proc.stdout:
             fail(f"empty filter: exit {proc.returncode}: {proc.stdout!r}")
+        proc = profile("--filter", "BM_empty_kernel", "--sampling-interval", "32", out=out)
+        if proc.returncode != 2 or "--sampling-interval must be in 0-31, got 32" not in proc.stdout:
+            fail(f"--sampling-interval 32: exit {proc.returncode}: {proc.stdout!r}")
         proc = profile("--filter", "BM_empty_kernel", "--kernel-regex", "nonesuch", "--name", "none", out=out,
                        env=dict(with_ncu, FAKE_NCU="none"))
         if proc.returncode != 2 or "nothing was profiled" not in proc.stdout or "No kernels were profiled" not in proc.stdout:

@@ -19,15 +19,15 @@ sys.path.insert(0, HERE)
 from check_mutant_verdicts import fail, suite_checkout  # noqa: E402
 
 # compute-sanitizer --tool T [--kernel-name-exclude F] --error-exitcode N BINARY ARGS...: the
-# binary's exit, and the tool's summary line as each tool prints it; each run's tool and kernel
-# filter appended to $SANITIZER_LOG.
+# binary's exit, and the tool's summary line as each tool prints it; each run's tool, kernel
+# filter and DSV4H_GEMM appended to $SANITIZER_LOG.
 FAKE_SANITIZER = """#!/bin/sh
 tool=$2
 shift 2
 exclude=none
 if [ "$1" = --kernel-name-exclude ]; then exclude=$2; shift 2; fi
 shift 2
-echo "$tool $exclude" >>"$SANITIZER_LOG"
+echo "$tool $exclude ${DSV4H_GEMM:-unset}" >>"$SANITIZER_LOG"
 "$@"
 rc=$?
 if [ "$tool" = racecheck ]; then echo '========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)'
@@ -77,14 +77,15 @@ def main():
                       [(tool, "test_gpu_graph", "0/1") for tool in ("memcheck", "racecheck")])
         if shards != want:
             fail(f"sanitizer runs {shards}, expected {want}")
-        # racecheck leaves cuBLAS's GEMM kernels out (gpu-suite says why); memcheck checks them.
+        # racecheck leaves cuBLAS's GEMM kernels out and runs the model's projections through its
+        # plain GEMM (gpu-suite says why); memcheck checks cuBLAS's kernels too.
         with open(log) as f:
             filters = sorted(set(f.read().split("\n")) - {""})
-        if filters != ["memcheck none", "racecheck kns=nvjet,kns=xmma,kns=gemv,kns=splitKreduce"]:
-            fail(f"racecheck must exclude cuBLAS's kernels and memcheck nothing: {filters}")
+        if filters != ["memcheck none unset", "racecheck kns=nvjet,kns=xmma,kns=gemv,kns=splitKreduce plain"]:
+            fail(f"racecheck must exclude cuBLAS's kernels with DSV4H_GEMM=plain, memcheck neither: {filters}")
         # No GPU source of ours names anything with an excluded substring: racecheck would skip
         # such a kernel without a word.
-        excluded = [f[len("kns="):] for f in filters[1].split(" ", 1)[1].split(",")]
+        excluded = [f[len("kns="):] for f in filters[1].split(" ")[1].split(",")]
         for folder in ("kernels", "model/gpu", "tests/bench/floors", "tests/gpu", "harness/gpu"):
             for base, _, files in os.walk(os.path.join(ROOT, folder)):
                 for name in files:
@@ -115,7 +116,7 @@ def main():
         if shards != want:
             fail(f"DSV4H_COMPONENTS=sparse_attention: sanitizer runs {shards}, expected {want}")
     print("gpu-suite sanitize: test_gpu in shards under each tool, a failed test apart from a sanitizer finding, "
-          "racecheck without cuBLAS's kernels, DSV4H_COMPONENTS's filter and shards")
+          "racecheck without cuBLAS's kernels and with the plain GEMM, DSV4H_COMPONENTS's filter and shards")
 
 
 if __name__ == "__main__":
