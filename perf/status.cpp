@@ -253,19 +253,21 @@ StatusVerdict joined_mutants(const std::map<std::string, MutantVerdict>& latest,
 }
 
 // Whether a sanitizer run ran any of component c's tests. One without a filter (schema 1) ran its
-// binary whole. Otherwise the record's own tests of that binary that are c's say it, where the
-// record holds any of that binary; else c's test patterns stand for its tests' names (a pattern
-// like "*sparse_attention*" is selected by a filter that would select its tests).
+// binary whole. Otherwise the record's own tests of that binary that the filter selects say it,
+// where it selects any; else c's test patterns stand for its tests' names (a pattern like
+// "*sparse_attention*" is selected by a filter that would select its tests): a record merged from
+// several runs may hold the tests of other components than its sanitizer runs' (2026-12-07: mhc's
+// tests, and sanitizer runs of mhc's and of the model's).
 bool run_covers(const json& run, const Record& r, const StatusComponent& c) {
   const std::string filter = text_of(run, "filter"), binary = text_of(run, "binary");
   if (filter.empty()) return true;
-  bool binary_seen = false;
+  bool selected_any = false;
   for (const json& t : array_of(r.doc, "tests")) {
-    if (text_of(t, "binary") != binary) continue;
-    binary_seen = true;
-    if (text_of(t, "component") == c.name && filter_selects(filter, text_of(t, "name"))) return true;
+    if (text_of(t, "binary") != binary || !filter_selects(filter, text_of(t, "name"))) continue;
+    selected_any = true;
+    if (text_of(t, "component") == c.name) return true;
   }
-  if (binary_seen) return false;
+  if (selected_any) return false;
   const std::vector<std::string> patterns = split_patterns(c.gpu_tests);
   return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) { return filter_selects(filter, p); });
 }

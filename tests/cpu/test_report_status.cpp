@@ -191,9 +191,16 @@ TEST(ReportStatus, AFilteredSanitizerRunIsOnlyTheVerdictOfTheComponentsItRan) {
   status = build_status(dir, components, changed_after_old);
   EXPECT_TRUE(status.components[0].sanitizer.found);
   EXPECT_TRUE(status.components[1].sanitizer.found);
+  // The record's tests of the binary are alpha's alone (a record merged from a test run of alpha
+  // and a sanitizer run of beta): a filter that selects none of them falls back to the patterns.
+  record["tests"].erase(1);
+  record["sanitizer"][0]["filter"] = "*beta*";
+  write_json_file(dir + "/r.json", record);
+  status = build_status(dir, components, changed_after_old);
+  EXPECT_FALSE(status.components[0].sanitizer.found);
+  EXPECT_TRUE(status.components[1].sanitizer.found);
   // No test of the run's binary in the record: the components' patterns are read as names.
   record["tests"] = json::array();
-  record["sanitizer"][0]["filter"] = "*beta*";
   write_json_file(dir + "/r.json", record);
   status = build_status(dir, components, changed_after_old);
   EXPECT_FALSE(status.components[0].sanitizer.found);
