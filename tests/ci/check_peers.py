@@ -108,22 +108,44 @@ def suite_runs_the_selected_components(dsv4h, work):
     """DSV4H_COMPONENTS: the bench phase runs the kept components' benchmark binaries and peer
     scripts only; an unknown name is exit 2, naming it, before anything runs."""
     repo, dist, log = peer_checkout(dsv4h, work, {"filtered_silu_mul": STAND_IN, "sparse_attention": STAND_IN})
-    for bench in ("bench_filtered_silu_mul", "bench_sparse_attention"):  # each leaves <name>.ran
+    # Each lists BM_<name>/a and BM_<name>/b as its --benchmark_filter selects them (grep -E for the
+    # regex), and otherwise leaves <name>.ran holding its arguments.
+    for bench in ("bench_filtered_silu_mul", "bench_sparse_attention"):
         path = os.path.join(dist, bench)
         with open(path, "w") as f:
-            f.write(f'#!/bin/sh\ntouch "$PEER_LOG/{bench}.ran"\n')
+            f.write(f"""#!/bin/sh
+filter=.
+for a in "$@"; do case "$a" in --benchmark_filter=*) filter=${{a#--benchmark_filter=}};; esac; done
+case "$*" in *--benchmark_list_tests=true*) printf 'BM_{bench}/a\\nBM_{bench}/b\\n' | grep -E "$filter"; exit 0;; esac
+echo "$@" >"$PEER_LOG/{bench}.ran"
+""")
         os.chmod(path, 0o755)
 
-    def suite(components, out):
+    def suite(components, out, **extra):
         return subprocess.run(["bash", os.path.join(repo, "ci", "gpu-suite"), "bench"], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True,
                               env=dict(os.environ, OUT=out, PEER_LOG=log, DSV4H_COMPONENTS=components,
-                                       DSV4H_BENCH_PROCESSES="1", CUDA_VISIBLE_DEVICES="0"))
+                                       DSV4H_BENCH_PROCESSES="1", CUDA_VISIBLE_DEVICES="0", **extra))
 
     suite("filtered_silu_mul", os.path.join(work, "out"))
     ran = sorted(os.path.basename(p) for p in glob.glob(os.path.join(log, "*.ran")) + glob.glob(os.path.join(log, "*.args")))
     check("DSV4H_COMPONENTS=filtered_silu_mul: the bench phase runs its benchmark binary and its peer script only",
           ran == ["bench_filtered_silu_mul.ran", "filtered_silu_mul.args"])
+    with open(os.path.join(log, "bench_filtered_silu_mul.ran")) as f:
+        check("without DSV4H_BENCH_FILTER a binary runs whole", "--benchmark_filter" not in f.read())
+    for f in glob.glob(os.path.join(log, "*")):
+        os.remove(f)
+    # DSV4H_BENCH_FILTER: the binaries where it selects a benchmark run with it, the others not at all.
+    suite("filtered_silu_mul,sparse_attention", os.path.join(work, "out_filter"), DSV4H_BENCH_FILTER="sparse_attention/(b|c)")
+    ran = sorted(os.path.basename(p) for p in glob.glob(os.path.join(log, "*.ran")))
+    args = open(os.path.join(log, "bench_sparse_attention.ran")).read() if ran else ""
+    check("DSV4H_BENCH_FILTER runs the binaries it selects benchmarks of, with --benchmark_filter",
+          ran == ["bench_sparse_attention.ran"] and "--benchmark_filter=sparse_attention/(b|c) " in args)
+    for f in glob.glob(os.path.join(log, "*")):
+        os.remove(f)
+    proc = suite("filtered_silu_mul", os.path.join(work, "out_nothing"), DSV4H_BENCH_FILTER="nonesuch")
+    check("a DSV4H_BENCH_FILTER selecting no benchmark is exit 2, saying so, and nothing runs",
+          proc.returncode == 2 and "selects no benchmark" in proc.stdout and not glob.glob(os.path.join(log, "*.ran")))
     for f in glob.glob(os.path.join(log, "*")):
         os.remove(f)
     proc = suite("filtered_silu_mul,no_such_kernel", os.path.join(work, "out2"))
