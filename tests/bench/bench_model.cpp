@@ -31,9 +31,11 @@
 //   <= 1.5), experts_used, bytes, flops; the per-op floors are printed once a batch size.
 // Without a GPU the binary says so and exits 77 (skipped).
 #include <benchmark/benchmark.h>
+#include <cxxabi.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <random>
@@ -117,12 +119,42 @@ std::string node_name(hipGraphNode_t node, hipGraphNodeType type) {
   return "(node type " + std::to_string(static_cast<int>(type)) + ")";
 }
 
-// The step's slowest nodes, each timed alone: where its time goes (stdout only).
+// A kernel's name demangled, without anonymous namespaces or its parameter list
+// ("dsv4h::mhc_pre_kernel" for _ZN5dsv4h44_GLOBAL__N_..14mhc_pre_kernelENS_10MhcPreArgsE), else as given.
+std::string readable(const std::string& name) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), std::free);
+  std::string out = status == 0 && demangled ? demangled.get() : name;
+  const std::string anonymous = "(anonymous namespace)::";
+  for (size_t at; (at = out.find(anonymous)) != std::string::npos;) out.erase(at, anonymous.size());
+  if (out.rfind("void ", 0) == 0) out.erase(0, 5);  // a template's return type
+  int depth = 0;  // the parameter list: the first '(' outside template arguments, past the name
+  for (size_t i = 1; i < out.size(); ++i) {
+    depth += out[i] == '<' ? 1 : out[i] == '>' ? -1 : 0;
+    if (out[i] == '(' && depth == 0) return out.substr(0, i);
+  }
+  return out;
+}
+
+// Where a step's time goes (stdout only): its nodes, each timed alone, summed by kernel (nodes,
+// time, share of the nodes' sum), then the slowest nodes.
 void print_slowest(const char* what, std::vector<std::pair<double, std::string>> times) {
+  std::map<std::string, std::pair<int, double>> by_kernel;
+  double total = 0;
+  for (const auto& [seconds, name] : times) {
+    auto& k = by_kernel[readable(name)];
+    ++k.first, k.second += seconds, total += seconds;
+  }
+  std::vector<std::pair<std::string, std::pair<int, double>>> kernels(by_kernel.begin(), by_kernel.end());
+  std::sort(kernels.begin(), kernels.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  std::printf("%s: its %zu nodes, each timed alone, %.1f us in all; by kernel (nodes, us, share):\n", what, times.size(),
+              total * 1e6);
+  for (const auto& [name, k] : kernels)
+    std::printf("  %4d %9.2f us %5.1f%%  %s\n", k.first, k.second * 1e6, total > 0 ? 100 * k.second / total : 0.0, name.c_str());
   std::sort(times.begin(), times.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::printf("%s: its %zu nodes' slowest, each timed alone:\n", what, times.size());
+  std::printf("%s: its slowest nodes:\n", what);
   for (size_t i = 0; i < std::min<size_t>(times.size(), 12); ++i)
-    std::printf("  %8.2f us  %s\n", times[i].first * 1e6, times[i].second.c_str());
+    std::printf("  %8.2f us  %s\n", times[i].first * 1e6, readable(times[i].second).c_str());
 }
 
 GraphNodes time_graph_nodes(const std::string& what, hipGraph_t graph, hipStream_t stream) {
