@@ -14,8 +14,7 @@
 Per profiled launch: name (demangled, argument list dropped), grid and block, registers per thread,
 local-memory (spill) bytes, shared memory per block, occupancy, duration, SM, memory and DRAM
 throughput, DRAM bytes per second and the top 3 stall reasons; with the source page, the
-instructions where the warps' stall samples fall most (where in the kernel the time goes, without
-ncu-ui). A metric a report lacks reads n/a.
+instructions holding the most warp samples (where in the kernel the time goes, without ncu-ui). A metric a report lacks reads n/a.
 
   ci/ncu_summary.py --details D.csv [--raw R.csv] [--source S.csv] [--title TEXT] [--out FILE]
 Exit 0 with the summary, 1 when the details CSV holds no launch (or cannot be read), 2 on bad usage.
@@ -143,6 +142,7 @@ def read_raw(path, launches):
         launch = launches.setdefault(r["ID"], Launch(r["ID"]))
         launch.name = launch.name or r.get("Kernel Name", "")
         launch.raw, launch.raw_units = r, units
+
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
 HOT_INSTRUCTIONS = 6
@@ -299,7 +299,8 @@ def summary_text(details_csv, raw_csv=None, title="", source_csv=None):
     if not launches:
         raise ValueError(f"{details_csv} holds no profiled launch")
     ordered = sorted(launches.values(), key=lambda l: (number(l.id) is None, number(l.id) or 0, l.id))
-    # The source page lists the launches in the same order; one that does not match is left out.
+    # The source page lists the launches in the details page's order; where their counts differ
+    # the two cannot be paired, and the source page is left out.
     sources = read_source(source_csv) if source_csv and os.path.exists(source_csv) else []
     if len(sources) != len(ordered):
         sources = [None] * len(ordered)
