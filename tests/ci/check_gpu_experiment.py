@@ -3,7 +3,8 @@
 descriptor (dsv4h list --json) and gets its checks (noop all of them); pack collects a component's binaries from a build tree; run exits 77 where no GPU
 is found, and on a stand-in GPU machine (fake nvidia-smi, compute-sanitizer, test, mutant and
 benchmark binaries) times the builds only when every check passed, leaving its transcript, gpu-ab's
-JSON and the logs; a failing check stops it with exit 1 before any timing.
+JSON and the logs; a failing check stops it with exit 1 before any timing, and one killed by its
+timeout says so.
 
 usage: check_gpu_experiment.py DSV4H
 """
@@ -20,11 +21,14 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(ROOT, "ci", "gpu-experiment")
 
-# A gtest binary: passes (exit 0) unless its folder holds "fail-<name>", then fails like a mismatch.
+# A gtest binary: passes (exit 0) unless its folder holds "fail-<name>", then fails like a mismatch,
+# or "hang-<name>", then exits as `timeout` does when it kills a check (124, the log saying nothing).
 FAKE_TEST = """#!/usr/bin/env python3
 import json, os, sys
 here = os.path.dirname(os.path.abspath(__file__))
 name = os.path.basename(sys.argv[0])
+if os.path.exists(os.path.join(here, "hang-" + name)):
+    sys.exit(124)
 failing = os.path.exists(os.path.join(here, "fail-" + name)) or name.startswith("test_gpu_mutant_")
 if "--gtest_list_tests" in sys.argv:
     print("Fake.\\n  Case0\\n  Case1\\n  Case2")
@@ -113,7 +117,7 @@ def check_pack(work, dsv4h):
         fail(f"pack without the component's mutants must say which are missing: {proc.stdout}")
 
 
-def make_build(folder, us, dsv4h, failing=()):
+def make_build(folder, us, dsv4h, failing=(), hanging=()):
     os.makedirs(folder)
     with open(os.path.join(folder, "components.json"), "w") as f:
         f.write(subprocess.run([dsv4h, "list", "--json"], stdout=subprocess.PIPE, text=True, check=True).stdout)
@@ -121,14 +125,17 @@ def make_build(folder, us, dsv4h, failing=()):
         write(os.path.join(folder, name), FAKE_TEST)
     for name in failing:
         write(os.path.join(folder, "fail-" + name), "")
+    for name in hanging:
+        write(os.path.join(folder, "hang-" + name), "")
     write(os.path.join(folder, "bench_memory_pool"), FAKE_BENCH.format(us=us))
 
 
 def check_run(work, dsv4h):
-    base, new, broken = (os.path.join(work, n) for n in ("base", "new", "broken"))
+    base, new, broken, slow = (os.path.join(work, n) for n in ("base", "new", "broken", "slow"))
     make_build(base, 3.0, dsv4h)
     make_build(new, 2.5, dsv4h)
     make_build(broken, 2.5, dsv4h, failing=["test_gpu_graph"])
+    make_build(slow, 2.5, dsv4h, hanging=["test_gpu_graph"])
     bare = dict(os.environ, PATH=os.path.dirname(sys.executable) + ":/usr/bin:/bin")
     if shutil.which("nvidia-smi", path=bare["PATH"]) is None:
         proc = tool("run", "--component", "memory_pool", "--base", base, "--new", new, env=bare)
@@ -162,6 +169,10 @@ def check_run(work, dsv4h):
                 env=dict(gpu, OUT=out))
     if proc.returncode != 1 or "nothing timed" not in proc.stdout or os.path.exists(os.path.join(out, "ab.json")):
         fail(f"a failing check must stop the run before timing (exit 1): exit {proc.returncode}: {proc.stdout}")
+    proc = tool("run", "--component", "memory_pool", "--base", base, "--new", slow, "--limit-s", "120",
+                env=dict(gpu, OUT=os.path.join(work, "out-slow")))
+    if proc.returncode != 1 or not re.search(r"test_gpu_graph +exit 124 +TIMED OUT after [0-9]+ s", proc.stdout):
+        fail(f"a check killed by its timeout must say so, with the timeout: exit {proc.returncode}: {proc.stdout}")
     if tool("run", "--component", "memory_pool", "--base", work, "--new", new, env=gpu).returncode != 2:
         fail("a base without the benchmark binary must be bad usage (exit 2)")
 
