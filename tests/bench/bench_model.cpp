@@ -10,7 +10,8 @@
 //   kSteps eager steps: thousands of launches, more than a stream's launch queue takes while held.)
 //   The replay's counters: graph_nodes and kernel_nodes of the bucket's graph; kernels_us, the
 //   sum of its nodes' device times, each node timed alone (the graph cloned with every other node
-//   removed, launched back to back behind a hold, as every kernel of bench_support is timed); and
+//   removed but a kernel's memset predecessors, launched back to back behind a hold, as every
+//   kernel of bench_support is timed); and
 //   overhead_us_per_node = (the replay's time - kernels_us) / graph_nodes, which the goal "a
 //   replayed step within the sum of its kernels' device times + 1 us per kernel" bounds by 1.
 // - BM_model_prefill/tokens:{1024,8192}: one request's prefill through the per-request forward
@@ -29,19 +30,23 @@
 //   routed to), both rates measured in this process (the 1 GiB device-to-device copy; cuBLAS's
 //   8192^3 bf16 GEMM, none on AMD: bytes only there). Counters floor_us, ratio_to_floors (the goal:
 //   <= 1.5), experts_used, bytes, flops; the per-op floors are printed once a batch size.
-// Without a GPU the binary says so and exits 77 (skipped).
+// A stage that makes no progress for kStallSeconds ends the run, exit 3, naming the stage (and the
+// node, where one timed alone never finishes). Without a GPU the binary says so and exits 77 (skipped).
 #include <benchmark/benchmark.h>
 #include <cxxabi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -64,6 +69,43 @@ constexpr int64_t kMaxRows = 64;
 constexpr int64_t kSteps = 8;  // steps a timing sample
 constexpr uint64_t kSeed = 2026;
 constexpr size_t kCopyPoolBytes = size_t{1} << 30;
+
+// A stalled run says where it stalled: a kernel that never finishes would otherwise hold the
+// process until its caller's timeout, which names nothing. Each stage notes what it is doing
+// (watchdog_note); kStallSeconds without a new note ends the process, exit 3, naming the last.
+constexpr int kStallSeconds = 180;  // a stage here takes seconds; the Flash layer's setup the longest
+
+struct Watchdog {
+  std::mutex mutex;
+  std::string doing = "starting";
+  std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+};
+Watchdog& watchdog() {
+  static Watchdog w;
+  return w;
+}
+
+void watchdog_note(const std::string& doing) {
+  Watchdog& w = watchdog();
+  const std::lock_guard<std::mutex> lock(w.mutex);
+  w.doing = doing;
+  w.since = std::chrono::steady_clock::now();
+}
+
+void start_watchdog() {
+  std::thread([] {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      Watchdog& w = watchdog();
+      const std::lock_guard<std::mutex> lock(w.mutex);
+      if (std::chrono::steady_clock::now() - w.since > std::chrono::seconds(kStallSeconds)) {
+        std::fprintf(stderr, "bench_model: no progress for %d s, stopped (exit 3) in: %s\n", kStallSeconds, w.doing.c_str());
+        std::fflush(stdout);
+        std::_Exit(3);
+      }
+    }
+  }).detach();
+}
 
 std::string config_path(const std::string& name) { return fixtures_dir() + "/../model/configs/" + name + ".json"; }
 
@@ -93,11 +135,11 @@ void time_host_fed(benchmark::State& state, hipStream_t stream, Step&& step, std
   state.counters["steps_per_sample"] = kSteps;
 }
 
-// A captured step's nodes, each timed alone: the graph cloned with every other node removed,
-// launched back to back behind a hold (16 a sample, the median of 3 samples). A node alone reads
-// what the step's earlier nodes left (every op writes a buffer of its own, decode_graph.h) and
-// writes what it always writes, so it does the step's work; no node of the step accumulates into
-// its output (one simulated rank: no partial sums).
+// A captured step's nodes, each timed alone: the graph cloned with every other node removed (but
+// its memset predecessors, memset_dependencies), launched back to back behind a hold (16 a sample,
+// the median of 3 samples). A node alone reads what the step's earlier nodes left (every op writes
+// a buffer of its own, decode_graph.h) and writes what it always writes, so it does the step's
+// work; no node of the step accumulates into its output (one simulated rank: no partial sums).
 struct GraphNodes {
   int64_t nodes = 0, kernels = 0;
   double seconds = 0;  // the sum of the nodes' device times
@@ -157,28 +199,79 @@ void print_slowest(const char* what, std::vector<std::pair<double, std::string>>
     std::printf("  %8.2f us  %s\n", times[i].first * 1e6, readable(times[i].second).c_str());
 }
 
+// A node's memset predecessors, which run with it when it is timed alone: a GEMM of cuBLAS that
+// splits its K dimension may zero its workspace's counters in a memset node before its kernel,
+// whose blocks then wait on those counters; alone, the kernel would find them as its last run left
+// them and wait forever.
+#if defined(DSV4H_GPU_NVIDIA)
+constexpr hipGraphNodeType kMemsetNode = cudaGraphNodeTypeMemset;
+#else
+constexpr hipGraphNodeType kMemsetNode = hipGraphNodeTypeMemset;
+#endif
+std::vector<hipGraphNode_t> memset_dependencies(hipGraphNode_t node) {
+  size_t count = 0;
+#if defined(DSV4H_GPU_NVIDIA)
+  DSV4H_HIP_CHECK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &count));
+  std::vector<hipGraphNode_t> deps(count);
+  DSV4H_HIP_CHECK(cudaGraphNodeGetDependencies(node, deps.data(), nullptr, &count));
+#else
+  DSV4H_HIP_CHECK(hipGraphNodeGetDependencies(node, nullptr, &count));
+  std::vector<hipGraphNode_t> deps(count);
+  DSV4H_HIP_CHECK(hipGraphNodeGetDependencies(node, deps.data(), &count));
+#endif
+  std::vector<hipGraphNode_t> memsets;
+  for (hipGraphNode_t d : deps) {
+    hipGraphNodeType type;
+    DSV4H_HIP_CHECK(hipGraphNodeGetType(d, &type));
+    if (type == kMemsetNode) memsets.push_back(d);
+  }
+  return memsets;
+}
+
 GraphNodes time_graph_nodes(const std::string& what, hipGraph_t graph, hipStream_t stream) {
   size_t count = 0;
   DSV4H_HIP_CHECK(hipGraphGetNodes(graph, nullptr, &count));
   std::vector<hipGraphNode_t> nodes(count);
   DSV4H_HIP_CHECK(hipGraphGetNodes(graph, nodes.data(), &count));
+  // A memset that precedes a kernel is timed with it (memset_dependencies), not again alone.
+  std::map<hipGraphNode_t, std::vector<hipGraphNode_t>> with;
+  std::set<hipGraphNode_t> attached;
+  for (hipGraphNode_t node : nodes) {
+    hipGraphNodeType type;
+    DSV4H_HIP_CHECK(hipGraphNodeGetType(node, &type));
+    if (type != hipGraphNodeTypeKernel) continue;
+    with[node] = memset_dependencies(node);
+    attached.insert(with[node].begin(), with[node].end());
+  }
   GraphNodes out;
   out.nodes = static_cast<int64_t>(count);
   GpuTimer timer;
   std::vector<std::pair<double, std::string>> times;
-  for (hipGraphNode_t node : nodes) {
+  for (size_t at = 0; at < count; ++at) {
+    const hipGraphNode_t node = nodes[at];
     hipGraphNodeType type;
     DSV4H_HIP_CHECK(hipGraphNodeGetType(node, &type));
     out.kernels += type == hipGraphNodeTypeKernel;
+    if (attached.count(node)) continue;
+    const std::string name = node_name(node, type);
+    watchdog_note(what + ": node " + std::to_string(at + 1) + " of " + std::to_string(count) + " (" + readable(name) +
+                  ") timed alone");
     hipGraph_t alone = nullptr;
     DSV4H_HIP_CHECK(hipGraphClone(&alone, graph));
+    std::set<hipGraphNode_t> kept;
+    for (hipGraphNode_t original : with[node]) {
+      hipGraphNode_t clone = nullptr;
+      DSV4H_HIP_CHECK(hipGraphNodeFindInClone(&clone, original, alone));
+      kept.insert(clone);
+    }
     hipGraphNode_t mine = nullptr;
     DSV4H_HIP_CHECK(hipGraphNodeFindInClone(&mine, node, alone));
+    kept.insert(mine);
     std::vector<hipGraphNode_t> others(count);
     size_t n = count;
     DSV4H_HIP_CHECK(hipGraphGetNodes(alone, others.data(), &n));
     for (size_t i = 0; i < n; ++i)
-      if (others[i] != mine) DSV4H_HIP_CHECK(hipGraphDestroyNode(others[i]));
+      if (!kept.count(others[i])) DSV4H_HIP_CHECK(hipGraphDestroyNode(others[i]));
     hipGraphExec_t exec = nullptr;
     DSV4H_HIP_CHECK(hipGraphInstantiate(&exec, alone, nullptr, nullptr, 0));
     DSV4H_HIP_CHECK(hipGraphLaunch(exec, stream));  // its first launch uploads it: not behind the hold
@@ -190,7 +283,7 @@ GraphNodes time_graph_nodes(const std::string& what, hipGraph_t graph, hipStream
       }) / 16);
     std::nth_element(samples.begin(), samples.begin() + 1, samples.end());
     out.seconds += samples[1];
-    times.emplace_back(samples[1], node_name(node, type));
+    times.emplace_back(samples[1], name);
     DSV4H_HIP_CHECK(hipGraphExecDestroy(exec));
     DSV4H_HIP_CHECK(hipGraphDestroy(alone));
   }
@@ -272,6 +365,7 @@ struct Pool {
 
   StepBench& get_tiny() {
     if (!tiny) {
+      watchdog_note("the tiny model's weights and its batch's prefill");
       const model::ModelConfig c = model::load_config(config_path("tiny"));
       tiny_model = std::make_unique<model::ReferenceModel>(c, model::make_weights(c, kSeed), model::gpu_forward_reference_options());
       tiny = StepBench::whole_model(*tiny_model);
@@ -282,9 +376,12 @@ struct Pool {
 
   StepBench& get_flash() {
     if (!flash) {
+      watchdog_note("the Flash layer's weights (13 GB)");
       flash_config = flash_one_layer();
       flash = StepBench::one_layer(flash_config, kSeed);
+      watchdog_note("the Flash layer's batch's prefill");
       flash->prefill_batch(kMaxRows, kContext, kSeed);
+      watchdog_note("the copy ceiling and the matrix rate");
       DeviceBuffer src(kCopyPoolBytes), dst(kCopyPoolBytes);
       copy_ceiling = measure_copy_ceiling(dst.data(), src.data(), kCopyPoolBytes, flash->stream());
       matrix_rate = measure_matrix_rate(flash->stream());
@@ -312,6 +409,7 @@ void report_nodes(benchmark::State& state, const GraphNodes& nodes, const std::v
 void BM_model_decode_eager(benchmark::State& state) {
   StepBench& b = pool().get_tiny();
   const int64_t rows = state.range(0);
+  watchdog_note("tiny model decode bs " + std::to_string(rows) + ", eager");
   time_host_fed(state, b.stream(), [&] { b.eager(rows); });
 }
 
@@ -320,6 +418,7 @@ void BM_model_decode_replay(benchmark::State& state) {
   StepBench& b = p.get_tiny();
   const int64_t rows = state.range(0);
   std::vector<double> samples;
+  watchdog_note("tiny model decode bs " + std::to_string(rows) + ", replayed");
   time_host_fed(state, b.stream(), [&] { b.replay(rows); }, &samples);
   if (!p.tiny_nodes.count(rows)) p.tiny_nodes[rows] = time_graph_nodes("tiny model decode bs " + std::to_string(rows), b.graph(rows), b.stream());
   report_nodes(state, p.tiny_nodes[rows], samples);
@@ -328,6 +427,7 @@ void BM_model_decode_replay(benchmark::State& state) {
 void BM_model_prefill(benchmark::State& state) {
   StepBench& b = pool().get_tiny();
   const int64_t tokens = state.range(0);
+  watchdog_note("tiny model prefill of " + std::to_string(tokens) + " tokens");
   std::mt19937_64 rng(kSeed);
   std::vector<int64_t> prompt(static_cast<size_t>(tokens));
   const uint64_t vocab = static_cast<uint64_t>(pool().tiny_model->config().vocab_size);
@@ -347,6 +447,7 @@ void BM_model_flash_layer_decode(benchmark::State& state) {
   StepBench& b = p.get_flash();
   const int64_t rows = state.range(0);
   std::vector<double> samples;
+  watchdog_note("Flash layer decode bs " + std::to_string(rows) + ", replayed");
   time_host_fed(state, b.stream(), [&] { b.replay(rows); }, &samples);
   if (!p.flash_nodes.count(rows)) p.flash_nodes[rows] = time_graph_nodes("Flash layer decode bs " + std::to_string(rows), b.graph(rows), b.stream());
   report_nodes(state, p.flash_nodes[rows], samples);
@@ -391,4 +492,4 @@ BENCHMARK(BM_model_flash_layer_decode)->Apply([](benchmark::internal::Benchmark*
 }  // namespace
 }  // namespace dsv4h
 
-int main(int argc, char** argv) { return dsv4h::run_benchmarks(argc, argv, nullptr); }
+int main(int argc, char** argv) { return dsv4h::run_benchmarks(argc, argv, dsv4h::start_watchdog); }
