@@ -4,6 +4,7 @@
 // stay plain and obviously right rather than fast: fp64 where the reference's math has a norm, a
 // rope angle or an exponential, one rounding at the end. One file for all of them, beside the
 // forward that alone uses them.
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -151,6 +152,20 @@ __global__ void plain_gemm_kernel(const TIn* x, int64_t ldx, const TIn* w, int64
   if (r < rows && o < out) y[r * ldy + o] = from_float<TOut>(alpha * sum);
 }
 
+// Block (chunk, r): a chunk of kThreads * 4 float4s of row r's ring (grid.x chunks cover a ring).
+__global__ void copy_rings_kernel(RingCopyArgs a) {
+  const int64_t r = blockIdx.y;
+  if (a.extend_len[r] == 0) return;
+  const int64_t ring_float4s = a.rows_per_ring * a.row_floats / 4;
+  const int64_t base = static_cast<int64_t>(a.ring_index[r]) * ring_float4s;
+  const float4* src = reinterpret_cast<const float4*>(a.src) + base;
+  float4* dst = reinterpret_cast<float4*>(a.dst) + base;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads * 4;
+  const int64_t end = first + kThreads * 4 < ring_float4s ? first + kThreads * 4 : ring_float4s;
+  for (int64_t i = first + threadIdx.x; i < end; i += kThreads)
+    dst[i] = src[i];
+}
+
 void check(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument("model GPU glue: " + what);
 }
@@ -203,6 +218,18 @@ void launch_accumulate(float* acc, const float* part, int64_t n, hipStream_t str
   if (n <= 0) return;
   accumulate_kernel<<<blocks_for(n), kThreads, 0, stream>>>(acc, part, n);
   DSV4H_LAUNCH_CHECK("accumulate_kernel");
+}
+
+void launch_copy_rings(const RingCopyArgs& a, hipStream_t stream) {
+  check(a.batch >= 0 && a.batch <= 65535 && a.rows_per_ring > 0 && a.row_floats > 0 && a.row_floats % 4 == 0,
+        "copy_rings: batch in [0, 65535], rows_per_ring > 0 and row_floats a positive multiple of 4 required");
+  check(reinterpret_cast<uintptr_t>(a.src) % 16 == 0 && reinterpret_cast<uintptr_t>(a.dst) % 16 == 0,
+        "copy_rings: src and dst must be 16-byte aligned");
+  if (a.batch == 0) return;
+  const int64_t float4s = a.rows_per_ring * a.row_floats / 4, per_block = int64_t{kThreads} * 4;
+  const dim3 grid(static_cast<unsigned>((float4s + per_block - 1) / per_block), static_cast<unsigned>(a.batch));
+  copy_rings_kernel<<<grid, kThreads, 0, stream>>>(a);
+  DSV4H_LAUNCH_CHECK("copy_rings_kernel");
 }
 
 template <typename TIn, typename TOut>
