@@ -436,8 +436,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (begin < end) fetch(slot_of(begin));
   KeySlot next = slot_of(begin + kKeys);
   copy_async_commit();
-  // Accumulators of this warp's 16 heads x its slice's dims: n-tile j (dims slice * kSliceDims + 8 j ..) holds
-  // rows lane / 4 (o[j][0..1]) and lane / 4 + 8 (o[j][2..3]), columns 2 (lane % 4) + 0, 1.
+  // Accumulators of this warp's 16 heads x its slice's dims: n-tile j (dims slice * kSliceDims +
+  // 8 j ..) holds rows lane / 4 (o[j][0..1]) and lane / 4 + 8 (o[j][2..3]), columns 2 (lane % 4) + 0, 1.
   float o[kSliceDims / 8][4];
   #pragma unroll
   for (int j = 0; j < kSliceDims / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
@@ -513,6 +513,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     sync_block();
+    if constexpr (kSlices == 8) {
+      // The eight slots of each of the 16 x 64 scores added once, into slot 0 (four a thread),
+      // rather than by each of the eight warps for every score of its softmax.
+      for (int i = tid; i < 16 * kKeys; i += kThreads) {
+        float* at = scores + (i / kKeys) * kScoreStride + i % kKeys;
+        *at = score_of<kSlices>(at, kTiles * 16 * kScoreStride);
+      }
+      sync_block();
+    }
 
     if (computes) {
       // 3. Online softmax of rows g, g + 8 over the tile (the same in both warps of the head tile).
@@ -523,8 +532,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int r = tile * 16 + g + (i / 2) * 8, col = j * 8 + c2 + i % 2;
-          p[j][i] = sh.valid[col] ? score_of<kSlices>(scores + r * kScoreStride + col, kTiles * 16 * kScoreStride) * scale
-                                  : -INFINITY;
+          const float* at = scores + r * kScoreStride + col;
+          p[j][i] = sh.valid[col] ? (kSlices == 8 ? *at : score_of<kSlices>(at, kTiles * 16 * kScoreStride)) * scale : -INFINITY;
           tile_max[i / 2] = fmaxf(tile_max[i / 2], p[j][i]);
         }
       float alpha[2];
