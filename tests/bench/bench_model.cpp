@@ -199,15 +199,16 @@ void print_slowest(const char* what, std::vector<std::pair<double, std::string>>
     std::printf("  %8.2f us  %s\n", times[i].first * 1e6, readable(times[i].second).c_str());
 }
 
-// A node's memset predecessors, which run with it when it is timed alone: a GEMM of cuBLAS that
-// splits its K dimension may zero its workspace's counters in a memset node before its kernel,
-// whose blocks then wait on those counters; alone, the kernel would find them as its last run left
-// them and wait forever.
 #if defined(DSV4H_GPU_NVIDIA)
 constexpr hipGraphNodeType kMemsetNode = cudaGraphNodeTypeMemset;
 #else
 constexpr hipGraphNodeType kMemsetNode = hipGraphNodeTypeMemset;
 #endif
+
+// A node's memset predecessors, which run with it when it is timed alone: a GEMM of cuBLAS that
+// splits its K dimension may zero its workspace's counters in a memset node before its kernel,
+// whose blocks then wait on those counters; alone, the kernel would find them as its last run left
+// them and wait forever.
 std::vector<hipGraphNode_t> memset_dependencies(hipGraphNode_t node) {
   size_t count = 0;
 #if defined(DSV4H_GPU_NVIDIA)
