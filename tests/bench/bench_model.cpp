@@ -34,6 +34,9 @@
 // node, where one timed alone never finishes). Without a GPU the binary says so and exits 77 (skipped).
 #include <benchmark/benchmark.h>
 #include <cxxabi.h>
+#if defined(DSV4H_GPU_NVIDIA)
+#include <cuda.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -145,7 +148,36 @@ struct GraphNodes {
   double seconds = 0;  // the sum of the nodes' device times
 };
 
-// A kernel node's function name where the runtime can tell it (NVIDIA: our kernels and most of
+#if defined(DSV4H_GPU_NVIDIA)
+// A driver function by name, through the runtime (no link to libcuda); null where the driver lacks it.
+template <typename F>
+F driver_function(const char* symbol) {
+  void* entry = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion(symbol, &entry, 12030, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess)
+    entry = nullptr;
+  (void)cudaGetLastError();
+  return reinterpret_cast<F>(entry);
+}
+
+// The name of a kernel node's function as the driver knows it: cuBLAS's kernels come from its own
+// modules (a CUfunction or a CUkernel), whose names the runtime's cudaFuncGetName cannot tell.
+const char* driver_kernel_name(hipGraphNode_t node) {
+  static const auto get_params =
+      driver_function<CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*)>("cuGraphKernelNodeGetParams");
+  static const auto func_name = driver_function<CUresult (*)(const char**, CUfunction)>("cuFuncGetName");
+  static const auto kernel_name = driver_function<CUresult (*)(const char**, CUkernel)>("cuKernelGetName");
+  CUDA_KERNEL_NODE_PARAMS params{};
+  const char* name = nullptr;
+  if (!get_params || get_params(node, &params) != CUDA_SUCCESS) return nullptr;
+  if (params.func && func_name && func_name(&name, params.func) == CUDA_SUCCESS) return name;
+  if (params.kern && kernel_name && kernel_name(&name, params.kern) == CUDA_SUCCESS) return name;
+  return nullptr;
+}
+#endif
+
+// A kernel node's function name where the runtime or the driver can tell it (NVIDIA: ours and
 // cuBLAS's), else its node type: what the printed slowest nodes of a step are.
 std::string node_name(hipGraphNode_t node, hipGraphNodeType type) {
 #if defined(DSV4H_GPU_NVIDIA)
@@ -155,6 +187,7 @@ std::string node_name(hipGraphNode_t node, hipGraphNodeType type) {
       cudaFuncGetName(&name, params.func) == cudaSuccess && name)
     return name;
   (void)cudaGetLastError();
+  if (type == cudaGraphNodeTypeKernel && (name = driver_kernel_name(node)) != nullptr) return name;
 #else
   (void)node;
 #endif
