@@ -8,7 +8,11 @@
 // and its share of the 24 dot products over a strided slice of the 4 * dim values; the 25 sums are
 // reduced across the warp with shuffles (any warp size), then across the warps in shared memory.
 // Warp 0 runs the 4 x 4 Sinkhorn, a lane an entry (split_sinkhorn), and publishes pre; the block
-// then writes x.
+// then writes x. On NVIDIA from dim kClusterMinDim (Flash's 4096: fn is 1.5 MB, which one SM reads
+// in about 10 us), a token is a cluster of kClusterBlocks blocks instead (mhc_pre_cluster_kernel):
+// each sums an eighth of the values, block 0 adds the eight blocks' sums in rank order through
+// distributed shared memory and runs the Sinkhorn, and each block writes an eighth of x. The
+// variant follows dim alone, so a token's result does not depend on its batch.
 //
 // Mutants, compiled in only when the build defines one of them; the suite must catch each:
 // DSV4H_MUTANT_SINKHORN_ONE_FEWER (one Sinkhorn pass fewer) and DSV4H_MUTANT_NOOP.
@@ -16,6 +20,10 @@
 
 #include <stdexcept>
 #include <string>
+
+#if defined(DSV4H_GPU_NVIDIA)
+#include <cooperative_groups.h>
+#endif
 
 namespace dsv4h {
 namespace {
@@ -92,6 +100,43 @@ __device__ void split_sinkhorn(const MhcPreArgs& args, const double* sums, int64
   if (lane < kHcMult * kHcMult) args.comb[(t * kHcMult + row) * kHcMult + col] = static_cast<float>(c);
 }
 
+// The 25 sums of a token's values [begin, end) of h (its 4 * dim = width values), the block's
+// threads strided over them, into sums[0..24]: each thread's, then each warp's by shuffles, then
+// the warps' in order. Every thread of the block calls it; sums is complete on return.
+__device__ void token_sums(const MhcPreArgs& args, const uint16_t* h, int64_t width, int64_t begin, int64_t end,
+                           double (&warp_sums)[kSums][kMaxWarps], double* sums) {
+  const int warps = kThreads / warpSize, warp = threadIdx.x / warpSize, lane = threadIdx.x % warpSize;
+  double acc[kSums] = {};
+  for (int64_t k = begin + threadIdx.x; k < end; k += kThreads) {
+    const double v = bf16_bits_to_double(h[k]);
+    acc[kHcMix] += v * v;
+#pragma unroll
+    for (int j = 0; j < kHcMix; ++j) acc[j] += static_cast<double>(args.fn[j * width + k]) * v;
+  }
+#pragma unroll
+  for (int j = 0; j < kSums; ++j) {
+    const double s = sum_over_warp(acc[j]);
+    if (lane == 0) warp_sums[j][warp] = s;
+  }
+  sync_block();
+  if (static_cast<int>(threadIdx.x) < kSums) {
+    double s = 0.0;
+    for (int w = 0; w < warps; ++w) s += warp_sums[threadIdx.x][w];
+    sums[threadIdx.x] = s;
+  }
+  sync_block();
+}
+
+// x's dims [begin, end) of token t: sum_i pre_i h_i, rounded once.
+__device__ void write_x(const MhcPreArgs& args, const uint16_t* h, const double* pre, int64_t t, int64_t begin,
+                        int64_t end) {
+  for (int64_t k = begin + threadIdx.x; k < end; k += kThreads) {
+    double y = 0.0;
+    for (int i = 0; i < kHcMult; ++i) y += pre[i] * bf16_bits_to_double(h[i * args.dim + k]);
+    args.x[t * args.dim + k] = bf16_from_double(y);
+  }
+}
+
 __global__ void __launch_bounds__(kThreads) mhc_pre_kernel(MhcPreArgs args) {
   schedule_point();
 #if defined(DSV4H_MUTANT_NOOP)
@@ -101,38 +146,61 @@ __global__ void __launch_bounds__(kThreads) mhc_pre_kernel(MhcPreArgs args) {
   __shared__ double sums[kSums];
   __shared__ double pre_shared[kHcMult];
   const int64_t width = kHcMult * args.dim;
-  const int warps = kThreads / warpSize, warp = threadIdx.x / warpSize, lane = threadIdx.x % warpSize;
   for (int64_t t = blockIdx.x; t < args.tokens; t += gridDim.x) {
     const uint16_t* h = args.h + t * width;
-    double acc[kSums] = {};
-    for (int64_t k = threadIdx.x; k < width; k += kThreads) {
-      const double v = bf16_bits_to_double(h[k]);
-      acc[kHcMix] += v * v;
-#pragma unroll
-      for (int j = 0; j < kHcMix; ++j) acc[j] += static_cast<double>(args.fn[j * width + k]) * v;
-    }
-#pragma unroll
-    for (int j = 0; j < kSums; ++j) {
-      const double s = sum_over_warp(acc[j]);
-      if (lane == 0) warp_sums[j][warp] = s;
-    }
+    token_sums(args, h, width, 0, width, warp_sums, sums);
+    if (threadIdx.x < warpSize) split_sinkhorn(args, sums, t, pre_shared);
     sync_block();
-    if (static_cast<int>(threadIdx.x) < kSums) {
-      double s = 0.0;
-      for (int w = 0; w < warps; ++w) s += warp_sums[threadIdx.x][w];
-      sums[threadIdx.x] = s;
-    }
-    sync_block();
-    if (warp == 0) split_sinkhorn(args, sums, t, pre_shared);
-    sync_block();
-    for (int64_t k = threadIdx.x; k < args.dim; k += kThreads) {
-      double y = 0.0;
-      for (int i = 0; i < kHcMult; ++i) y += pre_shared[i] * bf16_bits_to_double(h[i * args.dim + k]);
-      args.x[t * args.dim + k] = bf16_from_double(y);
-    }
+    write_x(args, h, pre_shared, t, 0, args.dim);
     sync_block();  // warp_sums, sums and pre_shared are reused by the next token
   }
 }
+
+#if defined(DSV4H_GPU_NVIDIA)
+constexpr int kClusterBlocks = 8;
+constexpr int64_t kClusterMinDim = 1024;
+
+// A token a cluster of kClusterBlocks blocks (the file's header). Every block of a cluster takes
+// the same tokens, so that the cluster's barriers match.
+__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThreads)
+    mhc_pre_cluster_kernel(MhcPreArgs args) {
+  schedule_point();
+#if defined(DSV4H_MUTANT_NOOP)
+  if (args.tokens >= 0) return;
+#endif
+  __shared__ double warp_sums[kSums][kMaxWarps];
+  __shared__ double part[kSums];  // this block's sums over its eighth of the values
+  __shared__ double sums[kSums];  // block 0's: the token's
+  __shared__ double pre_shared[kHcMult];  // block 0's
+  __shared__ double pre_local[kHcMult];   // every block's copy of it
+  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int64_t width = kHcMult * args.dim;
+  const int64_t values = (width + kClusterBlocks - 1) / kClusterBlocks;  // a block's share of the values
+  const int64_t dims = (args.dim + kClusterBlocks - 1) / kClusterBlocks;     // and of x
+  const auto bounded = [](int64_t v, int64_t bound) { return v < bound ? v : bound; };
+  for (int64_t t = blockIdx.x / kClusterBlocks; t < args.tokens; t += gridDim.x / kClusterBlocks) {
+    const uint16_t* h = args.h + t * width;
+    token_sums(args, h, width, bounded(rank * values, width), bounded((rank + 1) * values, width), warp_sums, part);
+    cluster.sync();  // every block's part is written
+    if (rank == 0) {
+      if (static_cast<int>(threadIdx.x) < kSums) {
+        double s = 0.0;
+        for (int r = 0; r < kClusterBlocks; ++r) s += cluster.map_shared_rank(part, r)[threadIdx.x];
+        sums[threadIdx.x] = s;
+      }
+      sync_block();
+      if (threadIdx.x < warpSize) split_sinkhorn(args, sums, t, pre_shared);
+    }
+    cluster.sync();  // pre is published, and block 0 has read every part
+    if (static_cast<int>(threadIdx.x) < kHcMult)
+      pre_local[threadIdx.x] = cluster.map_shared_rank(pre_shared, 0)[threadIdx.x];
+    cluster.sync();  // block 0's pre is read by all, so block 0 may go on (or exit)
+    write_x(args, h, pre_local, t, bounded(rank * dims, args.dim), bounded((rank + 1) * dims, args.dim));
+    sync_block();  // the next token reuses warp_sums and pre_local
+  }
+}
+#endif
 
 void require(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument("mhc_pre: " + message);
@@ -148,6 +216,14 @@ void launch_mhc_pre(const MhcPreArgs& args, hipStream_t stream) {
   if (args.tokens == 0) return;
   require(args.h && args.fn && args.scale && args.base && args.x && args.post && args.comb, "null device pointer");
   const int64_t blocks = args.tokens < 65536 ? args.tokens : 65536;
+#if defined(DSV4H_GPU_NVIDIA)
+  if (args.dim >= kClusterMinDim) {
+    const int64_t clusters = args.tokens < 65536 / kClusterBlocks ? args.tokens : 65536 / kClusterBlocks;
+    mhc_pre_cluster_kernel<<<static_cast<unsigned>(clusters * kClusterBlocks), kThreads, 0, stream>>>(args);
+    DSV4H_LAUNCH_CHECK("mhc_pre_cluster_kernel");
+    return;
+  }
+#endif
   mhc_pre_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(args);
   DSV4H_LAUNCH_CHECK("mhc_pre_kernel");
 }

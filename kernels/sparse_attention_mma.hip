@@ -14,15 +14,19 @@
 //      fp8 x 2^(byte - 127) is exact in bf16) into the tile's bf16 rows. A key that is no key (-1,
 //      or past the split's keys) is a row of zeros, masked below;
 //   2. scores: warp (t, d) multiplies the 16 heads of head tile t by the tile's keys over the dims
-//      of half d (256 dims), in chunks of 64 dims each started from zero in the tensor core and
-//      added into the running score with one fp32 add (the tensor core's own accumulation need
-//      not round to nearest; a chunk's short sum keeps its error to a few ulp of the chunk); the
-//      two halves meet in shared memory as half 0 + half 1, the same sum in both warps of a tile;
-//   3. online softmax per head, in fp32: both warps of a head tile compute the same running max m
+//      of its slice d: a half (256 dims) where the block has 2 to 4 head tiles, an eighth where it
+//      has one (16 heads: all eight warps at work, not two). In chunks of 64 dims each started from
+//      zero in the tensor core and added into the running score with one fp32 add (the tensor
+//      core's own accumulation need not round to nearest; a chunk's short sum keeps its error to a
+//      few ulp of the chunk); the slices meet in shared memory, each half's chunks added in order,
+//      then half 0 + half 1 (score_of): the same additions for halves and eighths, the same sum
+//      in every warp of a tile;
+//   3. online softmax per head, in fp32: every warp of a head tile computes the same running max m
 //      and sum l (quad shuffles in a fixed order), the weights p = exp(s - m) and the factor
 //      exp(m_old - m) of the accumulators; -inf for masked keys;
-//   4. accumulate: warp (t, d) adds P x V into its 16 heads x 256 dims (128 fp32 registers a
-//      thread), V the same bf16 tile read transposed (ldmatrix .trans). P enters the tensor core as
+//   4. accumulate: warp (t, d) adds P x V into its 16 heads x its slice's dims (128 fp32 registers
+//      a thread for a half, 32 for an eighth), V the same bf16 tile read transposed (ldmatrix
+//      .trans); an output's products are the same in either. P enters the tensor core as
 //      bf16: p = hi + lo, hi = bf16(p), lo = bf16(p - hi), two products, so that the weights carry
 //      16 bits (p's error 2^-17 relative) and the output stays within the tolerance classes of the
 //      scalar kernel (one bf16 rounding of P alone moves an output by about 2^-10 of its head's
@@ -81,7 +85,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxHeads = 64;  // a block's heads: 4 tiles of 16
 constexpr int kKeys = 64;      // keys a tile
-constexpr int kDims = 512, kNopeDims = 448, kHalfDims = 256;
+constexpr int kDims = 512, kNopeDims = 448;
 constexpr int kStride = kDims + 8;  // bf16 a shared row: 1040 bytes
 constexpr int kScoreStride = kKeys + 8;
 constexpr int kDataBytes = 576;
@@ -134,6 +138,23 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
 __device__ __forceinline__ void split_weights(float p0, float p1, uint32_t& hi, uint32_t& lo) {
   hi = pack_bf16x2_rn(p0, p1);
   lo = pack_bf16x2_rn(p0 - __uint_as_float(hi << 16), p1 - __uint_as_float(hi & 0xffff0000u));
+}
+
+// A score from its slots (slot q at slot0 + q * stride): dims 0..255's chunks added in order, then
+// 256..511's, then the two halves: the same additions whether a half's four chunks are one warp's
+// (kSlices 2, a slot a half) or four warps' (kSlices 8, a slot a chunk), so that a head's result
+// does not depend on its block's head group.
+template <int kSlices>
+__device__ __forceinline__ float score_of(const float* slot0, int stride) {
+  constexpr int kPerHalf = kSlices / 2;
+  float halves[2];
+  #pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    halves[h] = slot0[h * kPerHalf * stride];
+    #pragma unroll
+    for (int q = 1; q < kPerHalf; ++q) halves[h] += slot0[(h * kPerHalf + q) * stride];
+  }
+  return halves[0] + halves[1];
 }
 
 struct ScopeView {
@@ -312,8 +333,9 @@ __device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttention
 }
 
 // kSplit: blockIdx.x is the split of the row's key tiles (decode); otherwise one block takes all of
-// them (prefill). blockIdx.y is the head group, blockIdx.z the row.
-template <bool kSplit>
+// them (prefill). blockIdx.y is the head group, blockIdx.z the row. kSlices: the warps that share a
+// head tile, each over 512 / kSlices dims (2 for groups of 32 to 64 heads; 8 for a group of 16).
+template <bool kSplit, int kSlices>
 __global__ void __launch_bounds__(kThreads, 1)
     sparse_attention_mma(SparseAttentionArgs a, SparseAttentionRope rope, int64_t window_page_bytes,
                          int64_t extra_page_bytes, int block_heads) {
@@ -323,8 +345,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (a.rows >= 0) return;
 #endif
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int tile = warp % 4, half = warp / 4;  // head tile (16 heads) and dim half of this warp
+  constexpr int kTiles = 8 / kSlices;                   // head tiles of 16 a block takes at most
+  constexpr int kSliceDims = kDims / kSlices;            // the dims of a warp's slice
+  constexpr int kSliceChunks = kSliceDims / 64;          // its chunks of 64 dims (the scores' unit)
+  static_assert(kSlices == 2 || kSlices == 8, "a slice is a half or an eighth of the dims");
+  const int tile = warp % kTiles, slice = warp / kTiles;  // this warp's head tile and dim slice
   const bool computes = tile * 16 < block_heads;
+  // The scores' slots: slot q of head h at scores + (q * kTiles * 16 + h) * kScoreStride, one slot a
+  // slice: its chunks' running sum (a half's, for halves; an eighth's chunk, for eighths).
+  float* const scores = &sh.s[0][0][0];
   const int split = static_cast<int>(blockIdx.x);
   const int64_t row = blockIdx.z;
   const int64_t head0 = static_cast<int64_t>(blockIdx.y) * block_heads;
@@ -407,11 +436,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (begin < end) fetch(slot_of(begin));
   KeySlot next = slot_of(begin + kKeys);
   copy_async_commit();
-  // Accumulators of this warp's 16 heads x 256 dims: n-tile j (dims half * 256 + 8 j ..) holds
-  // rows lane / 4 (o[j][0..1]) and lane / 4 + 8 (o[j][2..3]), columns 2 (lane % 4) + 0, 1.
-  float o[kHalfDims / 8][4];
+  // Accumulators of this warp's 16 heads x its slice's dims: n-tile j (dims slice * kSliceDims +
+  // 8 j ..) holds rows lane / 4 (o[j][0..1]) and lane / 4 + 8 (o[j][2..3]), columns 2 (lane % 4) + 0, 1.
+  float o[kSliceDims / 8][4];
   #pragma unroll
-  for (int j = 0; j < kHalfDims / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  for (int j = 0; j < kSliceDims / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows lane / 4 and lane / 4 + 8
   const int g = lane / 4, c2 = 2 * (lane % 4);
 
@@ -444,7 +473,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     next = slot_of(base + 2 * kKeys);
     copy_async_commit();
 
-    // 2. Scores of this warp's heads over its dim half, for the tile's 64 keys in two halves of 32.
+    // 2. Scores of this warp's heads over its dim slice, for the tile's 64 keys in two halves of 32.
     if (computes) {
       #pragma unroll
       for (int kh = 0; kh < 2; ++kh) {
@@ -452,13 +481,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         #pragma unroll
         for (int j = 0; j < 4; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
         #pragma unroll
-        for (int chunk = 0; chunk < 4; ++chunk) {
+        for (int chunk = 0; chunk < kSliceChunks; ++chunk) {
           float part[4][4];
           #pragma unroll
           for (int j = 0; j < 4; ++j) part[j][0] = part[j][1] = part[j][2] = part[j][3] = 0.f;
           #pragma unroll
           for (int step = 0; step < 4; ++step) {
-            const int k0 = half * kHalfDims + chunk * 64 + step * 16;
+            const int k0 = slice * kSliceDims + chunk * 64 + step * 16;
             uint32_t qa[4];
             load_matrix_x4(qa, &sh.q[tile * 16 + lane % 16][k0 + lane / 16 * 8]);
             #pragma unroll
@@ -477,12 +506,22 @@ __global__ void __launch_bounds__(kThreads, 1)
         #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int col = kh * 32 + j * 8 + c2;
-          *reinterpret_cast<float2*>(&sh.s[half][tile * 16 + g][col]) = make_float2(s[j][0], s[j][1]);
-          *reinterpret_cast<float2*>(&sh.s[half][tile * 16 + g + 8][col]) = make_float2(s[j][2], s[j][3]);
+          float* slot = scores + (slice * kTiles * 16 + tile * 16 + g) * kScoreStride + col;
+          *reinterpret_cast<float2*>(slot) = make_float2(s[j][0], s[j][1]);
+          *reinterpret_cast<float2*>(slot + 8 * kScoreStride) = make_float2(s[j][2], s[j][3]);
         }
       }
     }
     sync_block();
+    if constexpr (kSlices == 8) {
+      // The eight slots of each of the 16 x 64 scores added once, into slot 0 (four a thread),
+      // rather than by each of the eight warps for every score of its softmax.
+      for (int i = tid; i < 16 * kKeys; i += kThreads) {
+        float* at = scores + (i / kKeys) * kScoreStride + i % kKeys;
+        *at = score_of<kSlices>(at, kTiles * 16 * kScoreStride);
+      }
+      sync_block();
+    }
 
     if (computes) {
       // 3. Online softmax of rows g, g + 8 over the tile (the same in both warps of the head tile).
@@ -493,7 +532,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int r = tile * 16 + g + (i / 2) * 8, col = j * 8 + c2 + i % 2;
-          p[j][i] = sh.valid[col] ? (sh.s[0][r][col] + sh.s[1][r][col]) * scale : -INFINITY;
+          const float* at = scores + r * kScoreStride + col;
+          p[j][i] = sh.valid[col] ? (kSlices == 8 ? *at : score_of<kSlices>(at, kTiles * 16 * kScoreStride)) * scale : -INFINITY;
           tile_max[i / 2] = fmaxf(tile_max[i / 2], p[j][i]);
         }
       float alpha[2];
@@ -513,7 +553,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         m[r] = m_new;
       }
       #pragma unroll
-      for (int j = 0; j < kHalfDims / 8; ++j) o[j][0] *= alpha[0], o[j][1] *= alpha[0], o[j][2] *= alpha[1], o[j][3] *= alpha[1];
+      for (int j = 0; j < kSliceDims / 8; ++j) o[j][0] *= alpha[0], o[j][1] *= alpha[0], o[j][2] *= alpha[1], o[j][3] *= alpha[1];
       // 4. o += P V over the tile: P's fragments are the scores' (n-tiles 2 t, 2 t + 1 are k-step t).
       #pragma unroll
       for (int step = 0; step < 4; ++step) {
@@ -523,9 +563,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         split_weights(p[2 * step + 1][0], p[2 * step + 1][1], hi[2], lo[2]);
         split_weights(p[2 * step + 1][2], p[2 * step + 1][3], hi[3], lo[3]);
         #pragma unroll
-        for (int dp = 0; dp < kHalfDims / 16; ++dp) {
+        for (int dp = 0; dp < kSliceDims / 16; ++dp) {
           uint32_t vb[4];
-          load_matrix_x4_trans(vb, &sh.k[step * 16 + lane % 8 + lane / 8 % 2 * 8][half * kHalfDims + dp * 16 + lane / 16 * 8]);
+          load_matrix_x4_trans(vb, &sh.k[step * 16 + lane % 8 + lane / 8 % 2 * 8][slice * kSliceDims + dp * 16 + lane / 16 * 8]);
           mma_bf16(o[2 * dp], hi, vb[0], vb[1]);
           mma_bf16(o[2 * dp], lo, vb[0], vb[1]);
           mma_bf16(o[2 * dp + 1], hi, vb[2], vb[3]);
@@ -544,9 +584,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int r = 0; r < 2; ++r) {
         float* part = a.scratch + ((row * a.heads + head0 + tile * 16 + g + 8 * r) * gridDim.x + split) * kPartFloats;
         #pragma unroll
-        for (int j = 0; j < kHalfDims / 8; ++j)
-          *reinterpret_cast<float2*>(part + half * kHalfDims + j * 8 + c2) = make_float2(o[j][2 * r], o[j][2 * r + 1]);
-        if (half == 0 && lane % 4 == 0) part[kDims] = m[r], part[kDims + 1] = l[r];
+        for (int j = 0; j < kSliceDims / 8; ++j)
+          *reinterpret_cast<float2*>(part + slice * kSliceDims + j * 8 + c2) = make_float2(o[j][2 * r], o[j][2 * r + 1]);
+        if (slice == 0 && lane % 4 == 0) part[kDims] = m[r], part[kDims + 1] = l[r];
       }
     }
     sync_block();
@@ -578,11 +618,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     const HeadFinish f = head_finish(a.sink[head], m[r], l[r]);
     uint32_t* out = reinterpret_cast<uint32_t*>(a.out + (row * a.heads + head) * kDims);
     #pragma unroll
-    for (int j = 0; j < kHalfDims / 8; ++j) {
-      const int d = half * kHalfDims + j * 8 + c2;
+    for (int j = 0; j < kSliceDims / 8; ++j) {
+      const int d = slice * kSliceDims + j * 8 + c2;
       out[d / 2] = output_pair(f, o[j][2 * r], o[j][2 * r + 1], d, position, rope);
     }
-    if (half == 0 && lane % 4 == 0) a.lse[row * a.heads + head] = f.lse;
+    if (slice == 0 && lane % 4 == 0) a.lse[row * a.heads + head] = f.lse;
   }
 }
 
@@ -617,14 +657,26 @@ int decode_block_heads(int64_t heads, int64_t rows, int64_t splits, int sms) {
 // The prefill's: the largest of 64, 48, 32, 16 dividing heads.
 int prefill_block_heads(int64_t heads) { return heads % 64 == 0 ? 64 : heads % 48 == 0 ? 48 : heads % 32 == 0 ? 32 : 16; }
 
-template <bool kSplit>
-void launch_mma(const SparseAttentionArgs& a, int64_t splits, int block_heads, hipStream_t stream) {
+template <bool kSplit, int kSlices>
+void launch_sliced(const SparseAttentionArgs& a, int64_t splits, int block_heads, hipStream_t stream) {
   const int shared = static_cast<int>(sizeof(Shared));
-  DSV4H_HIP_CHECK(hipFuncSetAttribute(sparse_attention_mma<kSplit>, hipFuncAttributeMaxDynamicSharedMemorySize, shared));
+  DSV4H_HIP_CHECK(
+      hipFuncSetAttribute(sparse_attention_mma<kSplit, kSlices>, hipFuncAttributeMaxDynamicSharedMemorySize, shared));
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.heads / block_heads), static_cast<unsigned>(a.rows));
-  sparse_attention_mma<kSplit><<<grid, kThreads, shared, stream>>>(
+  sparse_attention_mma<kSplit, kSlices><<<grid, kThreads, shared, stream>>>(
       a, sparse_attention_rope(a.compress_ratio), sparse_attention_page_bytes(a.window.tokens_per_page),
       a.extra.cache ? sparse_attention_page_bytes(a.extra.tokens_per_page) : 0, block_heads);
+}
+
+// A group of 16 heads is one head tile: its eight warps take an eighth of the dims each (all of
+// them at work, 32 accumulators a thread); larger groups' tiles take two warps each, a half each.
+template <bool kSplit>
+void launch_mma(const SparseAttentionArgs& a, int64_t splits, int block_heads, hipStream_t stream) {
+  if (block_heads == 16) {
+    launch_sliced<kSplit, 8>(a, splits, block_heads, stream);
+  } else {
+    launch_sliced<kSplit, 2>(a, splits, block_heads, stream);
+  }
   if (kSplit) {
     DSV4H_LAUNCH_CHECK("sparse_attention_mma<split>");
   } else {

@@ -26,9 +26,18 @@ void GpuForward::step_compress(DecodeBucket& b, int64_t layer, const std::string
   float* score = b.take<float>(B * width);
   gemm(xf, Dtype::f32, c_.dim, f32(p + "wkv.weight"), c_.dim, kv, Dtype::f32, width, B, c_.dim, width);
   gemm(xf, Dtype::f32, c_.dim, f32(p + "wgate.weight"), c_.dim, score, Dtype::f32, width, B, c_.dim, width);
-  // The kernel writes only the rows of the step's tokens into ring_out: the rest carried over, and
-  // the state copied back into `ring`, where the next step (the same graph) reads it.
-  DSV4H_HIP_CHECK(hipMemcpyAsync(ring_out.as<void>(), ring.as<void>(), ring.bytes(), hipMemcpyDeviceToDevice, stream_));
+  // The kernel writes only the rows of the step's tokens into ring_out: the rest of the step's
+  // rings carried over, and those rings copied back into `ring`, where the next step (the same
+  // graph) reads them. Other requests' rings are neither read nor written.
+  RingCopyArgs carry;
+  carry.src = ring.as<float>();
+  carry.dst = ring_out.as<float>();
+  carry.ring_index = b.ring_index.as<int32_t>();
+  carry.extend_len = b.extend_lens.as<int32_t>();
+  carry.batch = B;
+  carry.rows_per_ring = reference::compressor_ring_rows(static_cast<int>(ratio));
+  carry.row_floats = 2 * width;
+  launch_copy_rings(carry, stream_);
   CompressorArgs a;
   a.kv = kv;
   a.score = score;
@@ -47,7 +56,9 @@ void GpuForward::step_compress(DecodeBucket& b, int64_t layer, const std::string
   a.tokens = 1;
   a.pool_slots = pool_slots;
   launch_compressor(a, stream_);
-  DSV4H_HIP_CHECK(hipMemcpyAsync(ring.as<void>(), ring_out.as<void>(), ring.bytes(), hipMemcpyDeviceToDevice, stream_));
+  carry.src = ring_out.as<float>();
+  carry.dst = ring.as<float>();
+  launch_copy_rings(carry, stream_);
 }
 
 uint16_t* GpuForward::step_attention(DecodeBucket& b, const BatchPools& pools, int64_t layer, const std::string& p,

@@ -47,10 +47,34 @@ void launch_sum_to_bf16(const float* a, const float* b, int64_t n, uint16_t* out
 // acc += part elementwise (an expert-parallel rank's partial into the sum over ranks).
 void launch_accumulate(float* acc, const float* part, int64_t n, hipStream_t stream);
 
+// The rings of a step's requests from `src` to `dst` (kernels/compressor.h's ring layout: ring q is
+// rows q * rows_per_ring .. + rows_per_ring - 1 of row_floats floats each): ring ring_index[r] for
+// each of the `batch` rows whose extend_len[r] is not 0 (a padding row's compressor reads and
+// writes no ring). What a decode step's compressor carries over, where copying every request
+// slot's ring (all of them, twice a call) took 74 of the tiny model's 1020 us at bs 1 (H100).
+// Read on the device: nothing synchronises. row_floats a multiple of 4, the buffers 16-byte aligned.
+struct RingCopyArgs {
+  const float* src;
+  float* dst;
+  const int32_t* ring_index;
+  const int32_t* extend_len;
+  int64_t batch, rows_per_ring, row_floats;
+};
+void launch_copy_rings(const RingCopyArgs& args, hipStream_t stream);
+
 // y [rows, out] = alpha * x [rows, in] W^T, W [out, in] row-major; element i of row r of x at
 // x[r * ldx + i], of y at y[r * ldy + o], of W at w[o * ldw + i]; fp32 accumulation, rounded once to
 // y's type. The GEMM of builds without a BLAS library (AMD without hipBLASLt): plain, not fast.
 // T_in: uint16_t (bf16) or float for x and W; T_out: uint16_t (bf16) or float.
+// The same for a decode step's few rows (rows <= kSkinnyRows), as a GEMV: a group of 32 lanes an
+// output column, reading its weights once in 16-byte loads. False, launching nothing, where the
+// shapes do not allow those loads (in, ldx and ldw multiples of 8; x and w 16-byte aligned) or rows
+// exceed kSkinnyRows: the caller takes another GEMM.
+constexpr int64_t kSkinnyRows = 8;
+template <typename TIn, typename TOut>
+bool launch_skinny_gemm(const TIn* x, int64_t ldx, const TIn* w, int64_t ldw, TOut* y, int64_t ldy, int64_t rows,
+                        int64_t in, int64_t out, float alpha, hipStream_t stream);
+
 template <typename TIn, typename TOut>
 void launch_plain_gemm(const TIn* x, int64_t ldx, const TIn* w, int64_t ldw, TOut* y, int64_t ldy, int64_t rows,
                        int64_t in, int64_t out, float alpha, hipStream_t stream);

@@ -4,6 +4,7 @@
 // stay plain and obviously right rather than fast: fp64 where the reference's math has a norm, a
 // rope angle or an exponential, one rounding at the end. One file for all of them, beside the
 // forward that alone uses them.
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -151,6 +152,74 @@ __global__ void plain_gemm_kernel(const TIn* x, int64_t ldx, const TIn* w, int64
   if (r < rows && o < out) y[r * ldy + o] = from_float<TOut>(alpha * sum);
 }
 
+// Block (chunk, r): a chunk of kThreads * 4 float4s of row r's ring (grid.x chunks cover a ring).
+__global__ void copy_rings_kernel(RingCopyArgs a) {
+  const int64_t r = blockIdx.y;
+  if (a.extend_len[r] == 0) return;
+  const int64_t ring_float4s = a.rows_per_ring * a.row_floats / 4;
+  const int64_t base = static_cast<int64_t>(a.ring_index[r]) * ring_float4s;
+  const float4* src = reinterpret_cast<const float4*>(a.src) + base;
+  float4* dst = reinterpret_cast<float4*>(a.dst) + base;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads * 4;
+  const int64_t end = first + kThreads * 4 < ring_float4s ? first + kThreads * 4 : ring_float4s;
+  for (int64_t i = first + threadIdx.x; i < end; i += kThreads)
+    dst[i] = src[i];
+}
+
+// Eight consecutive inputs from a 16-byte aligned address, as floats.
+__device__ __forceinline__ void load8(const uint16_t* p, float (&v)[8]) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const uint32_t words[4] = {u.x, u.y, u.z, u.w};
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = __uint_as_float(words[i] << 16);
+    v[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ void load8(const float* p, float (&v)[8]) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+__device__ __forceinline__ float sum_over_32_lanes(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+#if defined(DSV4H_GPU_NVIDIA)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+#else
+    v += __shfl_xor(v, offset);  // within each 32-lane half of a 64-lane wavefront
+#endif
+  }
+  return v;
+}
+
+// Lanes of 32 an output column o: lane l takes inputs 8 l.. + 256 j, every row's products summed
+// in fp32, then across the 32 lanes.
+template <typename TIn, typename TOut>
+__global__ void skinny_gemm_kernel(const TIn* x, int64_t ldx, const TIn* w, int64_t ldw, TOut* y, int64_t ldy, int rows,
+                                   int64_t in, int64_t out, float alpha) {
+  const int lane = threadIdx.x % 32;
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
+  if (o >= out) return;
+  float acc[kSkinnyRows] = {};
+  for (int64_t k = lane * 8; k < in; k += 32 * 8) {
+    float wv[8];
+    load8(w + o * ldw + k, wv);
+    #pragma unroll
+    for (int r = 0; r < kSkinnyRows; ++r) {
+      if (r >= rows) break;
+      float xv[8];
+      load8(x + r * ldx + k, xv);
+      #pragma unroll
+      for (int i = 0; i < 8; ++i) acc[r] = fmaf(xv[i], wv[i], acc[r]);
+    }
+  }
+  #pragma unroll
+  for (int r = 0; r < kSkinnyRows; ++r) {
+    if (r >= rows) break;
+    const float sum = sum_over_32_lanes(acc[r]);
+    if (lane == 0) y[r * ldy + o] = from_float<TOut>(alpha * sum);
+  }
+}
+
 void check(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument("model GPU glue: " + what);
 }
@@ -204,6 +273,38 @@ void launch_accumulate(float* acc, const float* part, int64_t n, hipStream_t str
   accumulate_kernel<<<blocks_for(n), kThreads, 0, stream>>>(acc, part, n);
   DSV4H_LAUNCH_CHECK("accumulate_kernel");
 }
+
+void launch_copy_rings(const RingCopyArgs& a, hipStream_t stream) {
+  check(a.batch >= 0 && a.batch <= 65535 && a.rows_per_ring > 0 && a.row_floats > 0 && a.row_floats % 4 == 0,
+        "copy_rings: batch in [0, 65535], rows_per_ring > 0 and row_floats a positive multiple of 4 required");
+  check(reinterpret_cast<uintptr_t>(a.src) % 16 == 0 && reinterpret_cast<uintptr_t>(a.dst) % 16 == 0,
+        "copy_rings: src and dst must be 16-byte aligned");
+  if (a.batch == 0) return;
+  const int64_t float4s = a.rows_per_ring * a.row_floats / 4, per_block = int64_t{kThreads} * 4;
+  const dim3 grid(static_cast<unsigned>((float4s + per_block - 1) / per_block), static_cast<unsigned>(a.batch));
+  copy_rings_kernel<<<grid, kThreads, 0, stream>>>(a);
+  DSV4H_LAUNCH_CHECK("copy_rings_kernel");
+}
+
+template <typename TIn, typename TOut>
+bool launch_skinny_gemm(const TIn* x, int64_t ldx, const TIn* w, int64_t ldw, TOut* y, int64_t ldy, int64_t rows,
+                        int64_t in, int64_t out, float alpha, hipStream_t stream) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (rows < 1 || rows > kSkinnyRows || in % 8 || ldx % 8 || ldw % 8 || !aligned(x) || !aligned(w) || out < 1) return false;
+  const int64_t blocks = (out + kThreads / 32 - 1) / (kThreads / 32);
+  check(blocks <= 0x7fffffff, "skinny_gemm: out too large");
+  skinny_gemm_kernel<TIn, TOut>
+      <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, ldx, w, ldw, y, ldy, static_cast<int>(rows), in, out, alpha);
+  DSV4H_LAUNCH_CHECK("skinny_gemm_kernel");
+  return true;
+}
+
+template bool launch_skinny_gemm<uint16_t, uint16_t>(const uint16_t*, int64_t, const uint16_t*, int64_t, uint16_t*, int64_t,
+                                                     int64_t, int64_t, int64_t, float, hipStream_t);
+template bool launch_skinny_gemm<uint16_t, float>(const uint16_t*, int64_t, const uint16_t*, int64_t, float*, int64_t, int64_t,
+                                                  int64_t, int64_t, float, hipStream_t);
+template bool launch_skinny_gemm<float, float>(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, int64_t,
+                                               int64_t, float, hipStream_t);
 
 template <typename TIn, typename TOut>
 void launch_plain_gemm(const TIn* x, int64_t ldx, const TIn* w, int64_t ldw, TOut* y, int64_t ldy, int64_t rows, int64_t in,
