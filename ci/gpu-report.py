@@ -108,6 +108,30 @@ def load(path):
         return json.load(f)
 
 
+def salvage_benchmarks(text):
+    """The complete part of a Google Benchmark file cut short (its process killed or crashed while it
+    wrote): its context and every benchmark entry written whole, or None when no entry was. Google
+    Benchmark writes an entry when the benchmark finishes, so an entry read whole is a measurement."""
+    decoder = json.JSONDecoder()
+    context = re.search(r'"context"\s*:\s*', text)
+    listing = re.search(r'"benchmarks"\s*:\s*\[', text)
+    if not context or not listing:
+        return None
+    try:
+        ctx, _ = decoder.raw_decode(text, context.end())
+    except json.JSONDecodeError:
+        return None
+    entries, at = [], listing.end()
+    while True:
+        at = len(text) - len(text[at:].lstrip(" \t\r\n,"))
+        try:
+            entry, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            break
+        entries.append(entry)
+    return {"context": ctx, "benchmarks": entries} if entries else None
+
+
 def collect(work):
     part = {"tests": [], "mutants": [], "perturb": [], "sanitizer": [], "benchmarks": [], "context": {}}
     listed = os.path.join(work, "components.json")  # ci/gpu-suite: what the build's dsv4h listed
@@ -159,7 +183,15 @@ def collect(work):
             except json.JSONDecodeError:
                 # A process killed at its timeout (or crashed) leaves its JSON cut short; the step
                 # list already records its exit, and the other processes of the binary still count.
-                part.setdefault("bench_unreadable", []).append(os.path.basename(path))
+                # The entries it wrote whole are kept (bench_salvaged); none, and it is left out.
+                with open(path) as f:
+                    salvaged = salvage_benchmarks(f.read())
+                if salvaged:
+                    runs.append(salvaged)
+                    part.setdefault("bench_salvaged", []).append(
+                        {"file": os.path.basename(path), "entries": len(salvaged["benchmarks"])})
+                else:
+                    part.setdefault("bench_unreadable", []).append(os.path.basename(path))
         if not runs:
             continue
         for bench in runs:
@@ -271,6 +303,7 @@ def merge(parts, out, commit, components_source=None):
         for key in ("tests", "mutants", "perturb", "sanitizer"):
             report[key] += part.get(key, [])
         report.setdefault("bench_unreadable", []).extend(part.get("bench_unreadable", []))
+        report.setdefault("bench_salvaged", []).extend(part.get("bench_salvaged", []))
         report["benchmarks"] += [derive(b) for b in part.get("benchmarks", [])]
         report["context"].update(part.get("context", {}))
         for key in ("verify", "ceilings", "torch_peers", "torch_peers_more"):  # the torch_ keys: older parts'
@@ -293,8 +326,9 @@ def merge(parts, out, commit, components_source=None):
         print("gpu-report merge: the parts carry no components (dsv4h list --json) to judge the goals by: "
               "give --components DSV4H", file=sys.stderr)
         return 2
-    if not report["bench_unreadable"]:
-        del report["bench_unreadable"]
+    for key in ("bench_unreadable", "bench_salvaged"):
+        if not report[key]:
+            del report[key]
     report["goals"] = goals.judge(report, components)
     report["phases"] = [p for p in PHASES if report.get(p)] + (["goals"] if report["goals"] else [])
     with open(out, "w") as f:
@@ -312,6 +346,9 @@ def merge(parts, out, commit, components_source=None):
         print(f"compute-sanitizer {s['tool']:<9} {sanitizer_run(s):<24} exit {s['exit']}{sanitizer_found(s)}")
     for name in report.get("bench_unreadable", []):
         print(f"benchmark process {name}: unreadable (killed at its timeout, or crashed), left out")
+    for cut in report.get("bench_salvaged", []):
+        print(f"benchmark process {cut['file']}: cut short (killed at its timeout, or crashed), "
+              f"its {cut['entries']} entries written whole kept")
     for b in report["benchmarks"]:
         frac = b.get("fraction_of_ceiling")
         print(f"{b['name']:<58} {b['median_us']:10.2f} us  {b['GBps']:8.1f} GB/s"

@@ -3,7 +3,8 @@
 processes (bench-<binary>.p<i>.json) becomes one entry a benchmark holding the median over the
 processes of its time, of its numeric counters (a paired ratio too) and of the copy ceiling, with
 each process's time and paired ratio; a label is kept; a binary run once (bench-<binary>.json) is
-taken as it is; merge judges a paired ratio goal on the median and lists each process's ratio, and
+taken as it is; a process's file cut short keeps the entries it wrote whole (none: it is named
+unreadable and left out); merge judges a paired ratio goal on the median and lists each process's ratio, and
 gives a bandwidth goal the faster of its two copy floors (by the driver, by the copy kernel); merge
 refuses parts that ran on different cards (nvidia-smi's name, or dsv4h verify's) and names them;
 the goals are the components' that collect found beside the run (components.json), else those of
@@ -71,6 +72,11 @@ def main():
         # A fourth process killed at its timeout: its JSON cut short (2026-12-06, bench_sparse_attention).
         with open(os.path.join(work, "bench-bench_a.p4.json"), "w") as f:
             f.write('{"context": {}, "benchmarks": [{"name": ')
+        # A process that crashed after its first benchmark (2026-12-07, bench_model): the entry it
+        # wrote whole is a measurement.
+        whole = json.dumps(median_entry("BM_layer/bs:1/manual_time", 660.0, None, 3000.0))
+        with open(os.path.join(work, "bench-bench_c.json"), "w") as f:
+            f.write('{"context": {"host_name": "fake"}, "benchmarks": [' + whole + ',\n    {"name": "BM_layer/bs:64"')
         out = os.path.join(work, "results.json")
         run = subprocess.run([sys.executable, REPORT, "collect", "--work", work, "--out", out],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -80,9 +86,12 @@ def main():
             return 1
         check("a process cut short is named and the others still count",
               json.load(open(out)).get("bench_unreadable") == ["bench-bench_a.p4.json"])
+        check("a process cut short after an entry keeps the entry, and says so",
+              json.load(open(out)).get("bench_salvaged") == [{"file": "bench-bench_c.json", "entries": 1}])
         by_name = {b["name"]: b for b in json.load(open(out))["benchmarks"]}
         check("one entry a benchmark, not one a process",
               sorted(by_name) == sorted(["BM_empty_kernel_pool/manual_time", "BM_gather/manual_time", STORE, SILU,
+                                         "BM_layer/bs:1/manual_time",
                                          "BM_copy_same_bytes/rows:3072/manual_time",
                                          "BM_copy_kernel_same_bytes/rows:3072/manual_time"]))
         a = by_name[STORE]
@@ -101,7 +110,9 @@ def main():
         check("merge exits 0", run.returncode == 0)
         check("merge keeps the processes cut short, and prints them",
               run.returncode == 0 and json.load(open(report)).get("bench_unreadable") == ["bench-bench_a.p4.json"]
-              and "benchmark process bench-bench_a.p4.json: unreadable" in run.stdout)
+              and "benchmark process bench-bench_a.p4.json: unreadable" in run.stdout
+              and json.load(open(report)).get("bench_salvaged") == [{"file": "bench-bench_c.json", "entries": 1}]
+              and "benchmark process bench-bench_c.json: cut short" in run.stdout)
         goals = {g["goal"]: g for g in json.load(open(report))["goals"]} if run.returncode == 0 else {}
         goal = goals.get("kv store of 8 tokens: <= 1.5x an empty kernel", {})
         check("the ratio goal is judged on the median over the processes", goal.get("value") == 1.48 and goal.get("met"))
