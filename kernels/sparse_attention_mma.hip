@@ -33,7 +33,7 @@
 //      norm, a fifth of a bf16 ulp: a CPU emulation then agrees exactly with the reference on 63-77%
 //      of the elements, against bf16_rounded_once's 90%; with hi + lo on 99.8%).
 //      The price is 3 products where FLOPs count 2: the kernel reaches at most 2/3 of the mma rate.
-// A head tile's arithmetic is its two warps' alone, so a head's result does not depend on how many
+// A head tile's arithmetic is its own warps' alone, so a head's result does not depend on how many
 // heads share its block: the decode launcher picks the group size for parallelism (below).
 // Finish: o = acc * (1 / (1 + exp(sink - lse)) / l), lse = m + log l (the sigmoid written so that a
 // large sink gives a tiny factor, not inf / inf), a head with no valid key 0 and lse = -FLT_MAX, the
@@ -524,7 +524,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     if (computes) {
-      // 3. Online softmax of rows g, g + 8 over the tile (the same in both warps of the head tile).
+      // 3. Online softmax of rows g, g + 8 over the tile (the same in every warp of the head tile).
       float p[8][4];
       float tile_max[2] = {-INFINITY, -INFINITY};
       #pragma unroll

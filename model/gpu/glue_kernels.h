@@ -66,17 +66,17 @@ void launch_copy_rings(const RingCopyArgs& args, hipStream_t stream);
 // x[r * ldx + i], of y at y[r * ldy + o], of W at w[o * ldw + i]; fp32 accumulation, rounded once to
 // y's type. The GEMM of builds without a BLAS library (AMD without hipBLASLt): plain, not fast.
 // T_in: uint16_t (bf16) or float for x and W; T_out: uint16_t (bf16) or float.
-// The same for a decode step's few rows (rows <= kSkinnyRows), as a GEMV: a group of 32 lanes an
-// output column, reading its weights once in 16-byte loads. False, launching nothing, where the
-// shapes do not allow those loads (in, ldx and ldw multiples of 8; x and w 16-byte aligned) or rows
-// exceed kSkinnyRows: the caller takes another GEMM.
+template <typename TIn, typename TOut>
+void launch_plain_gemm(const TIn* x, int64_t ldx, const TIn* w, int64_t ldw, TOut* y, int64_t ldy, int64_t rows,
+                       int64_t in, int64_t out, float alpha, hipStream_t stream);
+
+// launch_plain_gemm's product for a decode step's few rows (rows <= kSkinnyRows), as a GEMV: a
+// group of 32 lanes an output column, reading its weights once in 16-byte loads. False, launching
+// nothing, where the shapes do not allow those loads (in, ldx and ldw multiples of 8; x and w
+// 16-byte aligned) or rows exceed kSkinnyRows: the caller takes another GEMM.
 constexpr int64_t kSkinnyRows = 8;
 template <typename TIn, typename TOut>
 bool launch_skinny_gemm(const TIn* x, int64_t ldx, const TIn* w, int64_t ldw, TOut* y, int64_t ldy, int64_t rows,
                         int64_t in, int64_t out, float alpha, hipStream_t stream);
-
-template <typename TIn, typename TOut>
-void launch_plain_gemm(const TIn* x, int64_t ldx, const TIn* w, int64_t ldw, TOut* y, int64_t ldy, int64_t rows,
-                       int64_t in, int64_t out, float alpha, hipStream_t stream);
 
 }  // namespace dsv4h::model::gpu

@@ -171,24 +171,13 @@ __device__ __forceinline__ void load8(const uint16_t* p, float (&v)[8]) {
   const uint4 u = *reinterpret_cast<const uint4*>(p);
   const uint32_t words[4] = {u.x, u.y, u.z, u.w};
   for (int i = 0; i < 4; ++i) {
-    v[2 * i] = __uint_as_float(words[i] << 16);
-    v[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    v[2 * i] = bf16_to_f(static_cast<uint16_t>(words[i] & 0xffffu));
+    v[2 * i + 1] = bf16_to_f(static_cast<uint16_t>(words[i] >> 16));
   }
 }
 __device__ __forceinline__ void load8(const float* p, float (&v)[8]) {
   const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
   v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-
-__device__ __forceinline__ float sum_over_32_lanes(float v) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-#if defined(DSV4H_GPU_NVIDIA)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-#else
-    v += __shfl_xor(v, offset);  // within each 32-lane half of a 64-lane wavefront
-#endif
-  }
-  return v;
 }
 
 // Lanes of 32 an output column o: lane l takes inputs 8 l.. + 256 j, every row's products summed
@@ -215,7 +204,7 @@ __global__ void skinny_gemm_kernel(const TIn* x, int64_t ldx, const TIn* w, int6
   #pragma unroll
   for (int r = 0; r < kSkinnyRows; ++r) {
     if (r >= rows) break;
-    const float sum = sum_over_32_lanes(acc[r]);
+    const float sum = sum_over_lanes(acc[r], 32);  // within each 32-lane half of a 64-lane wavefront
     if (lane == 0) y[r * ldy + o] = from_float<TOut>(alpha * sum);
   }
 }
