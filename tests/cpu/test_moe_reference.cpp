@@ -211,8 +211,9 @@ TEST(MoeReference, DeviceArithmeticPassesEveryVerifyCase) {
 TEST(MoeReference, EveryMutantsMathFailsAVerifyCase) {
   for (Path path : {Path::scalar, Path::mma})
     for (Variant variant : {Variant::down_reads_filtered, Variant::route_scale_twice, Variant::global_id_as_local}) {
-      int failing = 0;
-      for (const std::string& text : moe().verify_cases) failing += !replay_passes(moe_case(text), variant, path);
+      int failing = 0;  // three failing cases suffice: the rest are not replayed
+      for (const std::string& text : moe().verify_cases)
+        if (failing < 3) failing += !replay_passes(moe_case(text), variant, path);
       EXPECT_GE(failing, 3) << "mutant " << static_cast<int>(variant) << " path " << static_cast<int>(path);
     }
 }
