@@ -42,18 +42,16 @@
 //
 // Decode (launch_sparse_attention): a decode step has few rows (bs 1..256), each of up to
 // 128 + 2048 keys, so a block per row would leave most of the card idle at small batches. A row's
-// key tiles are split over sparse_attention_row_splits(keys) blocks (one per 128 keys, at most 16;
+// key tiles are split over sparse_attention_row_splits(keys) blocks (one per 128 keys, at most 8;
 // split z takes tiles [z T / S, (z + 1) T / S) of the row's T tiles), a function of the row's own
-// key count only, so that a row's result is bitwise the same in any batch. Each split leaves its m,
-// l and unnormalised accumulators in the caller's scratch ([rows, heads, grid splits, 514] fp32,
-// the grid having the widest possible row's splits; a shorter row's extra splits return at once),
-// then counts itself in split_arrivals; the last of a (row, head group) to arrive merges them in
-// split order (M = max m_z, L = sum l_z e^(m_z - M), the same weights on the accumulators) and
-// finishes, while the partials are still in L2: no second kernel, no second launch; it then
-// discards their L2 lines, so that they are not written back to memory. A row with one
-// split finishes from its registers. The count is reset by the last arrival, so every launch finds
-// the counts 0; two launches must therefore not run at once on one device (they run in stream order
-// in the harness and the model). Head groups: the smallest group (most blocks) whose grid still fits
+// key count only, so that a row's result is bitwise the same in any batch. The grid has the widest
+// possible row's splits, launched as a cluster a (row, head group) (a shorter row's extra splits
+// only meet the cluster's barriers). Each split leaves its m, l and unnormalised accumulators in
+// its own shared memory; after a cluster barrier, split z merges the row's states for its share of
+// the heads (about heads / S), reading every split's through distributed shared memory in split
+// order (M = max m_z, L = sum l_z e^(m_z - M), the same weights on the accumulators), and
+// finishes them: the states never reach memory, and no second kernel runs. A row with one split
+// finishes from its registers. Head groups: the smallest group (most blocks) whose grid still fits
 // one block an SM, else 64 heads (each key tile then serves 64 heads; the other group of 128 heads
 // reads the keys again from L2).
 // Prefill (launch_sparse_attention_prefill): rows enough to fill the card, one block per (row, up
@@ -65,7 +63,7 @@
 // AMD (gfx90a): no MFMA path is written yet; kernels/sparse_attention.hip's scalar kernel serves
 // both launchers there.
 //
-// Mutants (issue 30, and SPLIT_ARRIVAL_NOT_RESET of the split protocol) are compiled in only under
+// Mutants (issue 30, and SPLIT_MERGE_ONE_SHORT of the split merge) are compiled in only under
 // DSV4H_MUTANT_<NAME>; NOOP returns at once (on a condition of the arguments, so that the compiler
 // keeps the rest).
 #include <atomic>
@@ -73,6 +71,10 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+
+#if defined(DSV4H_GPU_NVIDIA)
+#include <cooperative_groups.h>
+#endif
 
 #include "kv_pool_fp8.h"
 #include "sparse_attention.h"
@@ -97,7 +99,6 @@ struct Shared {
   float s[2][kMaxHeads][kScoreStride];
   uint8_t raw[kKeys][kDataBytes];
   int valid[kKeys];
-  int last;  // the block is its (row, head group)'s last split to arrive: it merges them
 };
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
@@ -109,6 +110,10 @@ __device__ __forceinline__ void copy_async_16(void* dst, const void* src) {
 }
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+// Every thread of every block of the cluster; the shared memory written before it (release) is
+// visible to the cluster's blocks after it (acquire).
+__device__ __forceinline__ void cluster_barrier() { cooperative_groups::this_cluster().sync(); }
 
 // Four 8x8 bf16 matrices from shared memory, lane i giving the address of a row of matrix i / 8;
 // .trans hands out their transposes.
@@ -162,14 +167,10 @@ struct ScopeView {
   int64_t tokens_per_page, page_bytes;
 };
 
-constexpr int kMaxSplits = 16;  // sparse_attention_row_splits' bound
+constexpr int kMaxSplits = 8;           // sparse_attention_row_splits' bound: the largest portable cluster
 constexpr int kPartFloats = kDims + 2;  // a split's state per head: accumulators, m, l
-
-// Arrivals of the splits of each (row, head group): row * head groups + group, rows x groups at
-// most 2^20 (the launch refuses more); 0 between launches, which every split of a row arriving
-// keeps so: the lengths are clamped to their widths, so no row counts more splits than the grid has.
-constexpr int64_t kArrivalCounts = int64_t{1} << 20;
-__device__ unsigned int split_arrivals[kArrivalCounts];
+static_assert(kMaxHeads * kPartFloats * sizeof(float) <= 2 * sizeof(uint16_t[kMaxHeads][kStride]),
+              "a split's state fits over q and the key tile");
 
 // How a head's accumulators become its outputs (spec 3.4's finish), and its lse.
 struct HeadFinish {
@@ -245,27 +246,30 @@ __device__ __forceinline__ uint32_t output_pair(const HeadFinish& f, float o0, f
   return pack_bf16x2_rn(o0, o1);
 }
 
-// The last split of (row, heads [head0, head0 + block_heads)) to arrive merges the row's `splits`
-// partial states (scratch stride `grid_splits`) in split order and writes the outputs. Every
-// thread of the block calls it. The other blocks' partials are read through L2 (ld.cg), never L1.
-__device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttentionRope& rope, Shared& sh, int64_t row,
-                             int64_t head0, int block_heads, int splits, int grid_splits) {
+// Split `split` of (row, heads [head0, head0 + block_heads)) merges the row's `splits` states for
+// its share of the heads, reading each split's state from that block's shared memory (`part`, the
+// same offset in every block of the cluster), in split order: M = max m_z, L = sum l_z e^(m_z - M),
+// the same weights on the accumulators. Every thread of the block calls it, between two cluster
+// barriers (the states written before the first; none read after the second).
+__device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttentionRope& rope, Shared& sh, const float* part,
+                             int64_t row, int64_t head0, int block_heads, int split, int splits) {
+  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  // The scores' buffer, free now: each head's m and l of every split, then its weights and finish.
+  const int h0 = split * block_heads / splits, heads = (split + 1) * block_heads / splits - h0;
+  // The scores' buffer (apart from the states): each of this share's heads' m and l of every split,
+  // then its weights and finish.
   float* m_s = &sh.s[0][0][0];
   float* l_s = m_s + kMaxHeads * kMaxSplits;
   float* w_s = l_s + kMaxHeads * kMaxSplits;
   HeadFinish* finish_s = reinterpret_cast<HeadFinish*>(w_s + kMaxHeads * kMaxSplits);
-  const auto part_of = [&](int h, int z) {
-    return a.scratch + ((row * a.heads + head0 + h) * grid_splits + z) * kPartFloats;
-  };
-  for (int i = tid; i < block_heads * splits; i += kThreads) {
+  const auto state_of = [&](int h, int z) { return cluster.map_shared_rank(part, z) + (h0 + h) * kPartFloats; };
+  for (int i = tid; i < heads * splits; i += kThreads) {
     const int h = i / splits, z = i % splits;
-    const float2 ml = __ldcg(reinterpret_cast<const float2*>(part_of(h, z) + kDims));
+    const float2 ml = *reinterpret_cast<const float2*>(state_of(h, z) + kDims);
     m_s[h * kMaxSplits + z] = ml.x, l_s[h * kMaxSplits + z] = ml.y;
   }
   sync_block();
-  if (tid < block_heads) {
+  if (tid < heads) {
     const int h = tid;
     float m = -INFINITY;
     for (int z = 0; z < splits; ++z) m = fmaxf(m, m_s[h * kMaxSplits + z]);
@@ -277,23 +281,22 @@ __device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttention
       if (w != 0.f) l = fmaf(w, l_s[h * kMaxSplits + z], l);
       w_s[h * kMaxSplits + z] = w;
     }
-    const HeadFinish f = head_finish(a.sink[head0 + h], m, l);
+    const HeadFinish f = head_finish(a.sink[head0 + h0 + h], m, l);
     finish_s[h] = f;
-    a.lse[row * a.heads + head0 + h] = f.lse;
+    a.lse[row * a.heads + head0 + h0 + h] = f.lse;
   }
   sync_block();
-  // Warp w the heads w, w + 8, ...; lane i the dim pairs i + 32 c, c < 8 (the scratch's rows of
-  // 514 floats are 8-byte aligned). The partials are read kSplitChunk splits at a time, a chunk's
-  // loads all issued before any is used (an L2 round trip a chunk, not a split), and the head and
-  // chunk loops stay rolled: this code runs once, in the last block of a (row, head group) alone,
-  // and unrolled over every possible split its warps waited for instructions a third of its time
-  // (Nsight Compute, bs 1, H100, 2026-12-07). Each output adds its splits in split order, skipping
-  // those of weight 0, as before.
+  // Warp w the heads w, w + 8, ... of the share; lane i the dim pairs i + 32 c, c < 8 (a state's
+  // rows of 514 floats are 8-byte aligned). The states are read kSplitChunk splits at a time, a
+  // chunk's loads all issued before any is used, and the loops stay rolled (unrolled over every
+  // possible split, this code's warps waited for instructions a third of their time: Nsight
+  // Compute, bs 1, H100, 2026-12-07). Each output adds its splits in split order, skipping those
+  // of weight 0.
   const int32_t position = a.positions[row];
   constexpr int kPairsPerLane = kDims / 2 / 32;
   constexpr int kSplitChunk = 4;
   #pragma unroll 1
-  for (int h = warp; h < block_heads; h += kThreads / 32) {
+  for (int h = warp; h < heads; h += kThreads / 32) {
     float2 acc[kPairsPerLane];
     #pragma unroll
     for (int c = 0; c < kPairsPerLane; ++c) acc[c] = make_float2(0.f, 0.f);
@@ -302,13 +305,17 @@ __device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttention
       float2 v[kSplitChunk][kPairsPerLane];
       #pragma unroll
       for (int dz = 0; dz < kSplitChunk; ++dz) {
-        const float2* part = reinterpret_cast<const float2*>(part_of(h, z0 + dz < splits ? z0 + dz : z0));
+        const float2* state = reinterpret_cast<const float2*>(state_of(h, z0 + dz < splits ? z0 + dz : z0));
         #pragma unroll
-        for (int c = 0; c < kPairsPerLane; ++c) v[dz][c] = __ldcg(part + lane + 32 * c);
+        for (int c = 0; c < kPairsPerLane; ++c) v[dz][c] = state[lane + 32 * c];
       }
       #pragma unroll
       for (int dz = 0; dz < kSplitChunk; ++dz) {
+#if defined(DSV4H_MUTANT_SPLIT_MERGE_ONE_SHORT)
+        const float w = z0 + dz < splits - 1 ? w_s[h * kMaxSplits + z0 + dz] : 0.f;
+#else
         const float w = z0 + dz < splits ? w_s[h * kMaxSplits + z0 + dz] : 0.f;
+#endif
         if (w == 0.f) continue;  // the same for every lane
         #pragma unroll
         for (int c = 0; c < kPairsPerLane; ++c)
@@ -316,20 +323,13 @@ __device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttention
       }
     }
     const HeadFinish f = finish_s[h];
-    uint32_t* out = reinterpret_cast<uint32_t*>(a.out + (row * a.heads + head0 + h) * kDims);
+    uint32_t* out = reinterpret_cast<uint32_t*>(a.out + (row * a.heads + head0 + h0 + h) * kDims);
     #pragma unroll
     for (int c = 0; c < kPairsPerLane; ++c) {
       const int pair = lane + 32 * c;
       out[pair] = output_pair(f, acc[c].x, acc[c].y, 2 * pair, position, rope);
     }
   }
-  // The partials are dead once merged: their L2 lines are dropped, not written back to memory (at
-  // 64 heads a row's partials outweigh its keys: 2 KB a head and split). Only the lines wholly
-  // inside this group's partials: a neighbouring group's may not be merged yet.
-  sync_block();
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(part_of(0, 0)), end = reinterpret_cast<uintptr_t>(part_of(block_heads, 0));
-  for (uintptr_t line = (begin + 127) / 128 * 128 + tid * 128; line + 128 <= end; line += kThreads * 128)
-    asm volatile("discard.global.L2 [%0], 128;" ::"l"(line) : "memory");
 }
 
 // kSplit: blockIdx.x is the split of the row's key tiles (decode); otherwise one block takes all of
@@ -361,8 +361,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const ScopeView window{a.window.cache, a.window.tokens_per_page, window_page_bytes};
   const ScopeView extra{a.extra.cache, a.extra.tokens_per_page, extra_page_bytes};
   // Lengths past their widths (metadata the launch cannot check without a sync) are clamped: a row
-  // counting more splits than the grid launched would leave its arrival count behind for the next
-  // launch, and read the next row's indices.
+  // counting more splits than its cluster has blocks would read states no block wrote, and the
+  // next row's indices.
   const auto clamp_len = [](int64_t len, int64_t width) { return len < 0 ? int64_t{0} : (len > width ? width : len); };
   int64_t window_len = clamp_len(a.window.lengths[row], a.window.width);
   int64_t extra_len = a.extra.cache ? clamp_len(a.extra.lengths[row], a.extra.width) : 0;
@@ -376,7 +376,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   // This block's keys [begin, end): whole tiles of the row's split (all of them without a split).
   const int64_t tiles = (total + kKeys - 1) / kKeys;
   const int splits = kSplit ? static_cast<int>(sparse_attention_row_splits(total)) : 1;
-  if (split >= splits) return;  // a split past this row's own (the grid has the widest row's)
+  if (split >= splits) {
+    // A split past this row's own (the grid has the widest row's): no keys, but where the row has
+    // splits, its cluster's barriers count this block too.
+    if (splits > 1) cluster_barrier(), cluster_barrier();
+    return;
+  }
   const int64_t begin = split * tiles / splits * kKeys;
   const int64_t end = (split + 1) * tiles / splits * kKeys < total ? (split + 1) * tiles / splits * kKeys : total;
 #if defined(DSV4H_MUTANT_SCALE_448)
@@ -578,34 +583,23 @@ __global__ void __launch_bounds__(kThreads, 1)
   copy_async_wait_all();  // q's copies, where the split had no key
 
   if (kSplit && splits > 1) {
-    // This split's state of rows g, g + 8 of its head tile, then its arrival.
+    // This split's state of rows g, g + 8 of its head tile, over q and the key tile (dead since the
+    // loop's last barrier, q's copies since the one below), for the cluster's merge.
+    float* const part = reinterpret_cast<float*>(shared_bytes);
+    sync_block();
     if (computes) {
       #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float* part = a.scratch + ((row * a.heads + head0 + tile * 16 + g + 8 * r) * gridDim.x + split) * kPartFloats;
+        float* state = part + (tile * 16 + g + 8 * r) * kPartFloats;
         #pragma unroll
         for (int j = 0; j < kSliceDims / 8; ++j)
-          *reinterpret_cast<float2*>(part + slice * kSliceDims + j * 8 + c2) = make_float2(o[j][2 * r], o[j][2 * r + 1]);
-        if (slice == 0 && lane % 4 == 0) part[kDims] = m[r], part[kDims + 1] = l[r];
+          *reinterpret_cast<float2*>(state + slice * kSliceDims + j * 8 + c2) = make_float2(o[j][2 * r], o[j][2 * r + 1]);
+        if (slice == 0 && lane % 4 == 0) state[kDims] = m[r], state[kDims + 1] = l[r];
       }
     }
-    sync_block();
-    if (tid == 0) {
-      // The release: the block's partials (ordered before the barrier, which the fence's
-      // cumulativity carries) before the count, in the counting thread alone. atomicInc wraps to 0
-      // at the last arrival: the next launch finds 0.
-      __threadfence();
-      const unsigned int last = static_cast<unsigned int>(splits - 1);
-#if defined(DSV4H_MUTANT_SPLIT_ARRIVAL_NOT_RESET)
-      sh.last = atomicAdd(&split_arrivals[row * gridDim.y + blockIdx.y], 1u) == last;
-#else
-      sh.last = atomicInc(&split_arrivals[row * gridDim.y + blockIdx.y], last) == last;
-#endif
-    }
-    sync_block();
-    if (!sh.last) return;
-    __threadfence();
-    merge_splits(a, rope, sh, row, head0, block_heads, splits, static_cast<int>(gridDim.x));
+    cluster_barrier();  // every split's state is written
+    merge_splits(a, rope, sh, part, row, head0, block_heads, split, splits);
+    cluster_barrier();  // no block leaves while another may read its state
     return;
   }
   if (!computes) return;
@@ -657,15 +651,28 @@ int decode_block_heads(int64_t heads, int64_t rows, int64_t splits, int sms) {
 // The prefill's: the largest of 64, 48, 32, 16 dividing heads.
 int prefill_block_heads(int64_t heads) { return heads % 64 == 0 ? 64 : heads % 48 == 0 ? 48 : heads % 32 == 0 ? 32 : 16; }
 
+// A decode grid of several splits is launched as clusters of its splits (the row's merge reads them
+// through distributed shared memory); at most kMaxSplits blocks, the portable cluster size.
 template <bool kSplit, int kSlices>
 void launch_sliced(const SparseAttentionArgs& a, int64_t splits, int block_heads, hipStream_t stream) {
+  const auto kernel = sparse_attention_mma<kSplit, kSlices>;
   const int shared = static_cast<int>(sizeof(Shared));
-  DSV4H_HIP_CHECK(
-      hipFuncSetAttribute(sparse_attention_mma<kSplit, kSlices>, hipFuncAttributeMaxDynamicSharedMemorySize, shared));
-  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.heads / block_heads), static_cast<unsigned>(a.rows));
-  sparse_attention_mma<kSplit, kSlices><<<grid, kThreads, shared, stream>>>(
-      a, sparse_attention_rope(a.compress_ratio), sparse_attention_page_bytes(a.window.tokens_per_page),
-      a.extra.cache ? sparse_attention_page_bytes(a.extra.tokens_per_page) : 0, block_heads);
+  DSV4H_HIP_CHECK(hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, shared));
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(splits), static_cast<unsigned>(a.heads / block_heads), static_cast<unsigned>(a.rows));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = static_cast<size_t>(shared);
+  config.stream = stream;
+  cudaLaunchAttribute cluster[1] = {};
+  cluster[0].id = cudaLaunchAttributeClusterDimension;
+  cluster[0].val.clusterDim.x = static_cast<unsigned>(splits);
+  cluster[0].val.clusterDim.y = cluster[0].val.clusterDim.z = 1;
+  config.attrs = cluster;
+  config.numAttrs = kSplit && splits > 1 ? 1 : 0;
+  DSV4H_HIP_CHECK(cudaLaunchKernelEx(&config, kernel, a, sparse_attention_rope(a.compress_ratio),
+                                     sparse_attention_page_bytes(a.window.tokens_per_page),
+                                     a.extra.cache ? sparse_attention_page_bytes(a.extra.tokens_per_page) : int64_t{0},
+                                     block_heads));
 }
 
 // A group of 16 heads is one head tile: its eight warps take an eighth of the dims each (all of
@@ -689,10 +696,7 @@ void launch_mma(const SparseAttentionArgs& a, int64_t splits, int block_heads, h
 void launch_sparse_attention(const SparseAttentionArgs& a, hipStream_t stream) {
   const int64_t splits = sparse_attention_splits(a.window.width, a.extra.cache ? a.extra.width : 0);
   if (!sparse_attention_check_launch(a, splits, "launch_sparse_attention")) return;
-  const int block_heads = decode_block_heads(a.heads, a.rows, splits, sm_count());
-  if (a.rows * (a.heads / block_heads) > kArrivalCounts)
-    throw std::invalid_argument("launch_sparse_attention: rows * head groups above " + std::to_string(kArrivalCounts));
-  launch_mma<true>(a, splits, block_heads, stream);
+  launch_mma<true>(a, splits, decode_block_heads(a.heads, a.rows, splits, sm_count()), stream);
 }
 
 void launch_sparse_attention_prefill(const SparseAttentionArgs& a, hipStream_t stream) {
