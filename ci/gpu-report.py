@@ -157,8 +157,8 @@ def collect(work):
             try:
                 runs.append(load(path))
             except json.JSONDecodeError:
-                # A process killed at its timeout leaves its JSON cut short; the step list already
-                # records it as killed, and the other processes of the binary still count.
+                # A process killed at its timeout (or crashed) leaves its JSON cut short; the step
+                # list already records its exit, and the other processes of the binary still count.
                 part.setdefault("bench_unreadable", []).append(os.path.basename(path))
         if not runs:
             continue
@@ -311,7 +311,7 @@ def merge(parts, out, commit, components_source=None):
     for s in report["sanitizer"]:
         print(f"compute-sanitizer {s['tool']:<9} {sanitizer_run(s):<24} exit {s['exit']}{sanitizer_found(s)}")
     for name in report.get("bench_unreadable", []):
-        print(f"benchmark process {name}: cut short (killed at its timeout), left out")
+        print(f"benchmark process {name}: unreadable (killed at its timeout, or crashed), left out")
     for b in report["benchmarks"]:
         frac = b.get("fraction_of_ceiling")
         print(f"{b['name']:<58} {b['median_us']:10.2f} us  {b['GBps']:8.1f} GB/s"

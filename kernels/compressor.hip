@@ -153,6 +153,23 @@ __device__ __forceinline__ void load_candidate(const Params& p, const Request& r
   }
 }
 
+// Four fp64 exponentials in one call that is never inlined: inlined, exp is ~17 fp64 instructions
+// of straight-line code a call site, and the C4 entry's 32 calls unrolled into kilobytes of code
+// that each warp runs once, its warps stalling on instruction fetch. One body serves every call; the
+// values are exp's own, so the pool stays exact. (The C128 group keeps exp inlined: there the shared
+// call was slower, reports/gpu/2026-12-07-2a14e94-h100-compressor-exp4-ab.json.)
+__device__ __noinline__ double4 exp4(double a, double b, double c, double d) {
+  return make_double4(exp(a), exp(b), exp(c), exp(d));
+}
+
+__device__ __forceinline__ double get4(const double4& v, int c) { return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w; }
+
+// The softmax exponent of score su against maximum m: su - m exactly (both fp32), and 0 for an
+// absent candidate (su = -inf), whose weight the caller drops.
+__device__ __forceinline__ double exponent(float su, float m) {
+  return su == -INFINITY ? 0.0 : static_cast<double>(su) - static_cast<double>(m);
+}
+
 // The fp64 sum over each aligned group of kLanes lanes, as a butterfly; every lane must call it.
 __device__ __forceinline__ double shuffle_xor(double value, int offset) {
 #if defined(DSV4H_GPU_NVIDIA)
@@ -362,23 +379,29 @@ __global__ void __launch_bounds__(kC4Threads) compressor_c4(Params p) {
 #else
   constexpr int kFirst = 0;
 #endif
+  float m[4];
+  double z[4] = {}, acc[4] = {};
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    m[c] = -INFINITY;
+#pragma unroll
+    for (int u = kFirst; u < 8; ++u) m[c] = fmaxf(m[c], get(s[u], c));
+  }
+#pragma unroll
+  for (int u = kFirst; u < 8; ++u) {
+    const double4 w = exp4(exponent(s[u].x, m[0]), exponent(s[u].y, m[1]), exponent(s[u].z, m[2]), exponent(s[u].w, m[3]));
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      if (get(s[u], c) == -INFINITY) continue;  // absent, or a clean state row: no weight
+      z[c] += get4(w, c);
+      acc[c] += get4(w, c) * static_cast<double>(get(v[u], c));
+    }
+  }
   double y[4];
   double squares = 0;
 #pragma unroll
   for (int c = 0; c < 4; ++c) {
-    float m = -INFINITY;
-#pragma unroll
-    for (int u = kFirst; u < 8; ++u) m = fmaxf(m, get(s[u], c));
-    double z = 0, acc = 0;
-#pragma unroll
-    for (int u = kFirst; u < 8; ++u) {
-      const float su = get(s[u], c);
-      if (su == -INFINITY) continue;  // absent, or a clean state row: no weight
-      const double w = exp(static_cast<double>(su) - static_cast<double>(m));
-      z += w;
-      acc += w * static_cast<double>(get(v[u], c));
-    }
-    y[c] = acc / z;
+    y[c] = acc[c] / z[c];
     squares += y[c] * y[c];
   }
   squares = sum_over_lanes_f64(squares);

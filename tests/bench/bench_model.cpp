@@ -247,9 +247,12 @@ constexpr hipGraphNodeType kMemsetNode = hipGraphNodeTypeMemset;
 std::vector<hipGraphNode_t> memset_dependencies(hipGraphNode_t node) {
   size_t count = 0;
 #if defined(DSV4H_GPU_NVIDIA)
+  // With the edges' data: the step captured at bs 8 has edges that carry some (H100, 2026-12-07), and
+  // a query without it fails there as lossy (cudaErrorLossyQuery).
   DSV4H_HIP_CHECK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &count));
   std::vector<hipGraphNode_t> deps(count);
-  DSV4H_HIP_CHECK(cudaGraphNodeGetDependencies(node, deps.data(), nullptr, &count));
+  std::vector<cudaGraphEdgeData> edges(count);
+  DSV4H_HIP_CHECK(cudaGraphNodeGetDependencies(node, deps.data(), edges.data(), &count));
 #else
   DSV4H_HIP_CHECK(hipGraphNodeGetDependencies(node, nullptr, &count));
   std::vector<hipGraphNode_t> deps(count);
