@@ -27,7 +27,7 @@ struct SparseAttentionArgs {
   const int32_t* positions = nullptr; // [rows]: the rope position the output is de-rotated by
   uint16_t* out = nullptr;            // [rows, heads, 512] bf16
   float* lse = nullptr;               // [rows, heads]; -FLT_MAX for a row with no valid key
-  float* scratch = nullptr;           // [rows, heads, splits, 514] where splits > 1 (sparse_attention_splits; AMD's split kernel); else unused
+  float* scratch = nullptr;           // [rows, heads, splits, 514] where splits > 1 (sparse_attention_splits); else unused
   int64_t scratch_floats = 0;
   int64_t rows = 0;
   int64_t heads = 0;           // a multiple of 16 (64 and 128 in the model)
@@ -65,9 +65,11 @@ bool sparse_attention_check_launch(const SparseAttentionArgs& args, int64_t spli
 
 // Decode rows. Throws std::invalid_argument (naming the field) on impossible sizes; enqueues one
 // kernel on `stream` (on NVIDIA: kernels/sparse_attention_mma.hip, tensor cores, the row's keys
-// split over a cluster of sparse_attention_row_splits blocks that merge in shared memory, the
-// scratch unused; on AMD: kernels/sparse_attention.hip, scalar, a split kernel and a merge kernel
-// through the scratch), no host sync, so it can be captured in a graph.
+// split over sparse_attention_row_splits blocks merged in their cluster's shared memory or, for
+// large grids, through the scratch by the last of them; on AMD: kernels/sparse_attention.hip,
+// scalar, a split kernel and a merge kernel through the scratch), no host sync, so it can be
+// captured in a graph. On NVIDIA, launches must not overlap on one device (the scratch merge's
+// arrival counts are the kernel's own).
 void launch_sparse_attention(const SparseAttentionArgs& args, hipStream_t stream);
 
 // The same outputs for many query rows at once (prefill): one block per (row, up to 64 heads) over

@@ -45,15 +45,24 @@
 // key tiles are split over sparse_attention_row_splits(keys) blocks (one per 128 keys, at most 8;
 // split z takes tiles [z T / S, (z + 1) T / S) of the row's T tiles), a function of the row's own
 // key count only, so that a row's result is bitwise the same in any batch. The grid has the widest
-// possible row's splits, launched as a cluster a (row, head group) (a shorter row's extra splits
-// only meet the cluster's barriers). Each split leaves its m, l and unnormalised accumulators in
-// its own shared memory; after a cluster barrier, split z merges the row's states for its share of
-// the heads (about heads / S), reading every split's through distributed shared memory in split
-// order (M = max m_z, L = sum l_z e^(m_z - M), the same weights on the accumulators), and
-// finishes them: the states never reach memory, and no second kernel runs. A row with one split
-// finishes from its registers. Head groups: the smallest group (most blocks) whose grid still fits
-// one block an SM, else 64 heads (each key tile then serves 64 heads; the other group of 128 heads
-// reads the keys again from L2).
+// possible row's splits (a shorter row's extra splits return at once, after meeting the cluster's
+// barriers in the cluster merge). Each split's m, l and unnormalised accumulators are merged in
+// split order (M = max m_z, L = sum l_z e^(m_z - M), the same weights on the accumulators: the same
+// bits in either merge, so the launcher may pick by batch) by one of two merges:
+//   cluster (2 splits, or a grid of one wave): a (row, head group)'s splits are a cluster; each
+//     leaves its state in its own shared memory, and after a cluster barrier split z merges its
+//     share of the heads (about heads / S), reading every split's state through distributed shared
+//     memory. No memory traffic, no waiting on another launch's blocks;
+//   scratch (otherwise): each split leaves its state in the caller's scratch ([rows, heads, grid
+//     splits, 514] fp32), then counts itself in split_arrivals; the last of a (row, head group) to
+//     arrive merges all its heads while the states are in L2, then discards their L2 lines. The
+//     count is reset by the last arrival, so every launch finds the counts 0; two launches must
+//     therefore not run at once on one device (they run in stream order in the harness and the
+//     model). A cluster of 5 one-block-an-SM blocks leaves SMs of each GPC idle, which large
+//     grids pay for.
+// No second kernel either way. A row with one split finishes from its registers. Head groups: the
+// smallest group (most blocks) whose grid still fits one block an SM, else 64 heads (each key tile
+// then serves 64 heads; the other group of 128 heads reads the keys again from L2).
 // Prefill (launch_sparse_attention_prefill): rows enough to fill the card, one block per (row, up
 // to 64 heads: the largest of 64, 48, 32, 16 dividing heads) over all the row's keys, no scratch.
 // Shared memory (~203 KB: one block an SM): q 64 x 520 bf16, the key tile 64 x 520 bf16 (rows
@@ -63,7 +72,8 @@
 // AMD (gfx90a): no MFMA path is written yet; kernels/sparse_attention.hip's scalar kernel serves
 // both launchers there.
 //
-// Mutants (issue 30, and SPLIT_MERGE_ONE_SHORT of the split merge) are compiled in only under
+// Mutants (issue 30, SPLIT_ARRIVAL_NOT_RESET of the scratch merge's protocol and SPLIT_MERGE_ONE_SHORT
+// of both merges) are compiled in only under
 // DSV4H_MUTANT_<NAME>; NOOP returns at once (on a condition of the arguments, so that the compiler
 // keeps the rest).
 #include <atomic>
@@ -99,6 +109,7 @@ struct Shared {
   float s[2][kMaxHeads][kScoreStride];
   uint8_t raw[kKeys][kDataBytes];
   int valid[kKeys];
+  int last;  // scratch merge: the block is its (row, head group)'s last split to arrive
 };
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
@@ -171,6 +182,13 @@ constexpr int kMaxSplits = 8;           // sparse_attention_row_splits' bound: t
 constexpr int kPartFloats = kDims + 2;  // a split's state per head: accumulators, m, l
 static_assert(kMaxHeads * kPartFloats * sizeof(float) <= 2 * sizeof(uint16_t[kMaxHeads][kStride]),
               "a split's state fits over q and the key tile");
+
+// The scratch merge's arrivals of the splits of each (row, head group): row * head groups + group,
+// rows x groups at most 2^20 (the launch refuses more); 0 between launches, which every split of a
+// row arriving keeps so: the lengths are clamped to their widths, so no row counts more splits than
+// the grid has.
+constexpr int64_t kArrivalCounts = int64_t{1} << 20;
+__device__ unsigned int split_arrivals[kArrivalCounts];
 
 // How a head's accumulators become its outputs (spec 3.4's finish), and its lse.
 struct HeadFinish {
@@ -246,26 +264,37 @@ __device__ __forceinline__ uint32_t output_pair(const HeadFinish& f, float o0, f
   return pack_bf16x2_rn(o0, o1);
 }
 
-// Split `split` of (row, heads [head0, head0 + block_heads)) merges the row's `splits` states for
-// its share of the heads, reading each split's state from that block's shared memory (`part`, the
-// same offset in every block of the cluster), in split order: M = max m_z, L = sum l_z e^(m_z - M),
-// the same weights on the accumulators. Every thread of the block calls it, between two cluster
-// barriers (the states written before the first; none read after the second).
-__device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttentionRope& rope, Shared& sh, const float* part,
-                             int64_t row, int64_t head0, int block_heads, int split, int splits) {
-  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+// Where the splits' states of one (row, head group) are: in the cluster's blocks' shared memory
+// (`part`, the same offset in every block), or in the scratch (stride grid_splits), written by
+// blocks of other SMs and read through L2 (ld.cg), never L1.
+struct SplitStates {
+  bool cluster;
+  const float* part;
+  int grid_splits;
+};
+
+// Heads [h0, h0 + heads) of (row, heads [head0, ...)): the row's `splits` states merged in split
+// order (M = max m_z, L = sum l_z e^(m_z - M), the same weights on the accumulators) and finished;
+// the same arithmetic from either source. Every thread of the block calls it.
+__device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttentionRope& rope, Shared& sh,
+                             const SplitStates& states, int64_t row, int64_t head0, int h0, int heads, int splits) {
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int h0 = split * block_heads / splits, heads = (split + 1) * block_heads / splits - h0;
   // The scores' buffer (apart from the states): each of this share's heads' m and l of every split,
   // then its weights and finish.
   float* m_s = &sh.s[0][0][0];
   float* l_s = m_s + kMaxHeads * kMaxSplits;
   float* w_s = l_s + kMaxHeads * kMaxSplits;
   HeadFinish* finish_s = reinterpret_cast<HeadFinish*>(w_s + kMaxHeads * kMaxSplits);
-  const auto state_of = [&](int h, int z) { return cluster.map_shared_rank(part, z) + (h0 + h) * kPartFloats; };
+  const auto state_of = [&](int h, int z) -> const float* {
+    if (states.cluster) return cooperative_groups::this_cluster().map_shared_rank(states.part, z) + (h0 + h) * kPartFloats;
+    return a.scratch + ((row * a.heads + head0 + h0 + h) * states.grid_splits + z) * kPartFloats;
+  };
+  const auto load = [&](const float* p) {
+    return states.cluster ? *reinterpret_cast<const float2*>(p) : __ldcg(reinterpret_cast<const float2*>(p));
+  };
   for (int i = tid; i < heads * splits; i += kThreads) {
     const int h = i / splits, z = i % splits;
-    const float2 ml = *reinterpret_cast<const float2*>(state_of(h, z) + kDims);
+    const float2 ml = load(state_of(h, z) + kDims);
     m_s[h * kMaxSplits + z] = ml.x, l_s[h * kMaxSplits + z] = ml.y;
   }
   sync_block();
@@ -305,9 +334,9 @@ __device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttention
       float2 v[kSplitChunk][kPairsPerLane];
       #pragma unroll
       for (int dz = 0; dz < kSplitChunk; ++dz) {
-        const float2* state = reinterpret_cast<const float2*>(state_of(h, z0 + dz < splits ? z0 + dz : z0));
+        const float* state = state_of(h, z0 + dz < splits ? z0 + dz : z0);
         #pragma unroll
-        for (int c = 0; c < kPairsPerLane; ++c) v[dz][c] = state[lane + 32 * c];
+        for (int c = 0; c < kPairsPerLane; ++c) v[dz][c] = load(state + 2 * (lane + 32 * c));
       }
       #pragma unroll
       for (int dz = 0; dz < kSplitChunk; ++dz) {
@@ -338,7 +367,7 @@ __device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttention
 template <bool kSplit, int kSlices>
 __global__ void __launch_bounds__(kThreads, 1)
     sparse_attention_mma(SparseAttentionArgs a, SparseAttentionRope rope, int64_t window_page_bytes,
-                         int64_t extra_page_bytes, int block_heads) {
+                         int64_t extra_page_bytes, int block_heads, bool cluster) {
   extern __shared__ __align__(16) uint8_t shared_bytes[];
   Shared& sh = *reinterpret_cast<Shared*>(shared_bytes);
 #if defined(DSV4H_MUTANT_NOOP)
@@ -379,7 +408,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (split >= splits) {
     // A split past this row's own (the grid has the widest row's): no keys, but where the row has
     // splits, its cluster's barriers count this block too.
-    if (splits > 1) cluster_barrier(), cluster_barrier();
+    if (splits > 1 && cluster) cluster_barrier(), cluster_barrier();
     return;
   }
   const int64_t begin = split * tiles / splits * kKeys;
@@ -583,23 +612,58 @@ __global__ void __launch_bounds__(kThreads, 1)
   copy_async_wait_all();  // q's copies, where the split had no key
 
   if (kSplit && splits > 1) {
-    // This split's state of rows g, g + 8 of its head tile, over q and the key tile (dead since the
-    // loop's last barrier, q's copies since the one below), for the cluster's merge.
+    // This split's state of rows g, g + 8 of its head tile: in the cluster's merge, in its shared
+    // memory over q and the key tile (dead since the loop's last barrier, q's copies since the one
+    // below); in the scratch merge, in the scratch.
     float* const part = reinterpret_cast<float*>(shared_bytes);
     sync_block();
     if (computes) {
       #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float* state = part + (tile * 16 + g + 8 * r) * kPartFloats;
+        const int64_t h = tile * 16 + g + 8 * r;
+        float* state = cluster ? part + h * kPartFloats : a.scratch + ((row * a.heads + head0 + h) * gridDim.x + split) * kPartFloats;
         #pragma unroll
         for (int j = 0; j < kSliceDims / 8; ++j)
           *reinterpret_cast<float2*>(state + slice * kSliceDims + j * 8 + c2) = make_float2(o[j][2 * r], o[j][2 * r + 1]);
         if (slice == 0 && lane % 4 == 0) state[kDims] = m[r], state[kDims + 1] = l[r];
       }
     }
-    cluster_barrier();  // every split's state is written
-    merge_splits(a, rope, sh, part, row, head0, block_heads, split, splits);
-    cluster_barrier();  // no block leaves while another may read its state
+    if (cluster) {
+      // Split z merges heads [z H / S, (z + 1) H / S).
+      cluster_barrier();  // every split's state is written
+      const int h0 = split * block_heads / splits, h1 = (split + 1) * block_heads / splits;
+      merge_splits(a, rope, sh, SplitStates{true, part, 0}, row, head0, h0, h1 - h0, splits);
+      cluster_barrier();  // no block leaves while another may read its state
+      return;
+    }
+    sync_block();
+    if (tid == 0) {
+      // The release: the block's states (ordered before the barrier, which the fence's
+      // cumulativity carries) before the count, in the counting thread alone. atomicInc wraps to 0
+      // at the last arrival: the next launch finds 0.
+      __threadfence();
+      const unsigned int last = static_cast<unsigned int>(splits - 1);
+#if defined(DSV4H_MUTANT_SPLIT_ARRIVAL_NOT_RESET)
+      sh.last = atomicAdd(&split_arrivals[row * gridDim.y + blockIdx.y], 1u) == last;
+#else
+      sh.last = atomicInc(&split_arrivals[row * gridDim.y + blockIdx.y], last) == last;
+#endif
+    }
+    sync_block();
+    if (!sh.last) return;
+    __threadfence();
+    const SplitStates states{false, nullptr, static_cast<int>(gridDim.x)};
+    merge_splits(a, rope, sh, states, row, head0, 0, block_heads, splits);
+    // The states are dead once merged: their L2 lines are dropped, not written back to memory (at
+    // 64 heads a row's states outweigh its keys: 2 KB a head and split). Only the lines wholly
+    // inside this group's states: a neighbouring group's may not be merged yet.
+    sync_block();
+    const auto state_address = [&](int h) {
+      return reinterpret_cast<uintptr_t>(a.scratch + (row * a.heads + head0 + h) * gridDim.x * kPartFloats);
+    };
+    const uintptr_t begin = state_address(0), end = state_address(block_heads);
+    for (uintptr_t line = (begin + 127) / 128 * 128 + tid * 128; line + 128 <= end; line += kThreads * 128)
+      asm volatile("discard.global.L2 [%0], 128;" ::"l"(line) : "memory");
     return;
   }
   if (!computes) return;
@@ -651,10 +715,10 @@ int decode_block_heads(int64_t heads, int64_t rows, int64_t splits, int sms) {
 // The prefill's: the largest of 64, 48, 32, 16 dividing heads.
 int prefill_block_heads(int64_t heads) { return heads % 64 == 0 ? 64 : heads % 48 == 0 ? 48 : heads % 32 == 0 ? 32 : 16; }
 
-// A decode grid of several splits is launched as clusters of its splits (the row's merge reads them
-// through distributed shared memory); at most kMaxSplits blocks, the portable cluster size.
+// With `cluster`, the grid is launched as clusters of its splits (the row's merge reads them through
+// distributed shared memory): at most kMaxSplits blocks, the portable cluster size.
 template <bool kSplit, int kSlices>
-void launch_sliced(const SparseAttentionArgs& a, int64_t splits, int block_heads, hipStream_t stream) {
+void launch_sliced(const SparseAttentionArgs& a, int64_t splits, int block_heads, bool cluster, hipStream_t stream) {
   const auto kernel = sparse_attention_mma<kSplit, kSlices>;
   const int shared = static_cast<int>(sizeof(Shared));
   DSV4H_HIP_CHECK(hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, shared));
@@ -663,26 +727,26 @@ void launch_sliced(const SparseAttentionArgs& a, int64_t splits, int block_heads
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = static_cast<size_t>(shared);
   config.stream = stream;
-  cudaLaunchAttribute cluster[1] = {};
-  cluster[0].id = cudaLaunchAttributeClusterDimension;
-  cluster[0].val.clusterDim.x = static_cast<unsigned>(splits);
-  cluster[0].val.clusterDim.y = cluster[0].val.clusterDim.z = 1;
-  config.attrs = cluster;
-  config.numAttrs = kSplit && splits > 1 ? 1 : 0;
+  cudaLaunchAttribute attribute[1] = {};
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = static_cast<unsigned>(splits);
+  attribute[0].val.clusterDim.y = attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = cluster ? 1 : 0;
   DSV4H_HIP_CHECK(cudaLaunchKernelEx(&config, kernel, a, sparse_attention_rope(a.compress_ratio),
                                      sparse_attention_page_bytes(a.window.tokens_per_page),
                                      a.extra.cache ? sparse_attention_page_bytes(a.extra.tokens_per_page) : int64_t{0},
-                                     block_heads));
+                                     block_heads, cluster));
 }
 
 // A group of 16 heads is one head tile: its eight warps take an eighth of the dims each (all of
 // them at work, 32 accumulators a thread); larger groups' tiles take two warps each, a half each.
 template <bool kSplit>
-void launch_mma(const SparseAttentionArgs& a, int64_t splits, int block_heads, hipStream_t stream) {
+void launch_mma(const SparseAttentionArgs& a, int64_t splits, int block_heads, bool cluster, hipStream_t stream) {
   if (block_heads == 16) {
-    launch_sliced<kSplit, 8>(a, splits, block_heads, stream);
+    launch_sliced<kSplit, 8>(a, splits, block_heads, cluster, stream);
   } else {
-    launch_sliced<kSplit, 2>(a, splits, block_heads, stream);
+    launch_sliced<kSplit, 2>(a, splits, block_heads, cluster, stream);
   }
   if (kSplit) {
     DSV4H_LAUNCH_CHECK("sparse_attention_mma<split>");
@@ -696,12 +760,21 @@ void launch_mma(const SparseAttentionArgs& a, int64_t splits, int block_heads, h
 void launch_sparse_attention(const SparseAttentionArgs& a, hipStream_t stream) {
   const int64_t splits = sparse_attention_splits(a.window.width, a.extra.cache ? a.extra.width : 0);
   if (!sparse_attention_check_launch(a, splits, "launch_sparse_attention")) return;
-  launch_mma<true>(a, splits, decode_block_heads(a.heads, a.rows, splits, sm_count()), stream);
+  const int sms = sm_count(), block_heads = decode_block_heads(a.heads, a.rows, splits, sms);
+  const int64_t groups = a.heads / block_heads;
+  // The cluster merge where a GPC holds whole clusters (2 splits) or the grid is one wave: a cluster
+  // of 5 one-block-an-SM blocks leaves SMs of each GPC idle, and at C4 bs 128 the cluster merge was
+  // 18% slower than the scratch merge, though faster at bs 1 and 8 and at every C128 batch (H100,
+  // 2026-12-07). Either merge gives the same bits.
+  const bool cluster = splits > 1 && (splits <= 2 || a.rows * groups * splits <= sms);
+  if (!cluster && a.rows * groups > kArrivalCounts)
+    throw std::invalid_argument("launch_sparse_attention: rows * head groups above " + std::to_string(kArrivalCounts));
+  launch_mma<true>(a, splits, block_heads, cluster, stream);
 }
 
 void launch_sparse_attention_prefill(const SparseAttentionArgs& a, hipStream_t stream) {
   if (!sparse_attention_check_launch(a, 1, "launch_sparse_attention_prefill")) return;
-  launch_mma<false>(a, 1, prefill_block_heads(a.heads), stream);
+  launch_mma<false>(a, 1, prefill_block_heads(a.heads), false, stream);
 }
 #endif
 
