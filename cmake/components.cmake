@@ -10,6 +10,9 @@
 # ${PROJECT_BINARY_DIR}/generated/component_list.cpp, the registry's list.
 file(GLOB _descriptor_files CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/harness/components/*.cpp)
 list(SORT _descriptor_files)
+# Their contents too (a mutant added, renamed or removed): a build configures again after an edit,
+# or it would keep building the old mutants.
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_descriptor_files})
 set(DSV4H_COMPONENT_NAMES "")
 set(DSV4H_COMPONENT_SOURCES "")
 set(DSV4H_MUTANT_NAMES "")
