@@ -5,10 +5,12 @@
 // ending on columns); x = sum_i pre_i h_i. All in fp64, each output rounded once (kernels/mhc.h).
 //
 // Design: one block per token (grid-stride over tokens). Each thread accumulates the sum of squares
-// and its share of the 24 dot products over a strided slice of the 4 * dim values; the 25 sums are
-// reduced across the warp with shuffles (any warp size), then across the warps in shared memory.
-// Warp 0 runs the 4 x 4 Sinkhorn, a lane an entry (split_sinkhorn), and publishes pre; the block
-// then writes x. On NVIDIA from dim kClusterMinDim (Flash's 4096: fn is 1.5 MB, which one SM reads
+// and its share of the 24 dot products over a strided slice of the 4 * dim values, four consecutive
+// values at a time: one 8-byte load of h and one 16-byte load of each fn row, so that each thread
+// has 24 loads of 16 bytes in flight (a few blocks read fn at the rate their loads in flight
+// allow). The 25 sums are reduced across the warp with shuffles (any warp size), then across the
+// warps in shared memory. Warp 0 runs the 4 x 4 Sinkhorn, a lane an entry (split_sinkhorn), and
+// publishes pre; the block then writes x. On NVIDIA from dim kClusterMinDim (Flash's 4096: fn is 1.5 MB, which one SM reads
 // in about 10 us), a token is a cluster of kClusterBlocks blocks instead (mhc_pre_cluster_kernel):
 // each sums an eighth of the values, block 0 adds the eight blocks' sums in rank order through
 // distributed shared memory and runs the Sinkhorn, and each block writes an eighth of x. The
@@ -18,6 +20,7 @@
 // DSV4H_MUTANT_SINKHORN_ONE_FEWER (one Sinkhorn pass fewer) and DSV4H_MUTANT_NOOP.
 #include "mhc.h"
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -100,18 +103,30 @@ __device__ void split_sinkhorn(const MhcPreArgs& args, const double* sums, int64
   if (lane < kHcMult * kHcMult) args.comb[(t * kHcMult + row) * kHcMult + col] = static_cast<float>(c);
 }
 
-// The 25 sums of a token's values [begin, end) of h (its 4 * dim = width values), the block's
-// threads strided over them, into sums[0..24]: each thread's, then each warp's by shuffles, then
-// the warps' in order. Every thread of the block calls it; sums is complete on return.
+// The 25 sums of a token's values [begin, end) of h (its 4 * dim = width values; begin and end
+// multiples of 4, h 8-byte and fn 16-byte aligned), the block's threads strided over groups of four
+// values, into sums[0..24]: each thread's, then each warp's by shuffles, then the warps' in order.
+// Every thread of the block calls it; sums is complete on return.
 __device__ void token_sums(const MhcPreArgs& args, const uint16_t* h, int64_t width, int64_t begin, int64_t end,
                            double (&warp_sums)[kSums][kMaxWarps], double* sums) {
   const int warps = kThreads / warpSize, warp = threadIdx.x / warpSize, lane = threadIdx.x % warpSize;
   double acc[kSums] = {};
-  for (int64_t k = begin + threadIdx.x; k < end; k += kThreads) {
-    const double v = bf16_bits_to_double(h[k]);
-    acc[kHcMix] += v * v;
+  for (int64_t k = begin + 4 * threadIdx.x; k < end; k += 4 * kThreads) {
+    const uint2 bits = *reinterpret_cast<const uint2*>(h + k);
+    const auto value = [](uint32_t pair, int high) { return bf16_bits_to_double(static_cast<uint16_t>(pair >> (16 * high))); };
+    const double v[4] = {value(bits.x, 0), value(bits.x, 1), value(bits.y, 0), value(bits.y, 1)};
+    float4 f[kHcMix];
 #pragma unroll
-    for (int j = 0; j < kHcMix; ++j) acc[j] += static_cast<double>(args.fn[j * width + k]) * v;
+    for (int j = 0; j < kHcMix; ++j) f[j] = *reinterpret_cast<const float4*>(args.fn + j * width + k);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[kHcMix] += v[i] * v[i];
+#pragma unroll
+    for (int j = 0; j < kHcMix; ++j) {
+      acc[j] += static_cast<double>(f[j].x) * v[0];
+      acc[j] += static_cast<double>(f[j].y) * v[1];
+      acc[j] += static_cast<double>(f[j].z) * v[2];
+      acc[j] += static_cast<double>(f[j].w) * v[3];
+    }
   }
 #pragma unroll
   for (int j = 0; j < kSums; ++j) {
@@ -176,7 +191,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
   cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
   const int64_t width = kHcMult * args.dim;
-  const int64_t values = (width + kClusterBlocks - 1) / kClusterBlocks;  // a block's share of the values
+  const int64_t values = ((width + kClusterBlocks - 1) / kClusterBlocks + 3) / 4 * 4;  // a block's share, whole fours
   const int64_t dims = (args.dim + kClusterBlocks - 1) / kClusterBlocks;     // and of x
   const auto bounded = [](int64_t v, int64_t bound) { return v < bound ? v : bound; };
   for (int64_t t = blockIdx.x / kClusterBlocks; t < args.tokens; t += gridDim.x / kClusterBlocks) {
@@ -215,6 +230,8 @@ void launch_mhc_pre(const MhcPreArgs& args, hipStream_t stream) {
   require(args.hc_eps >= 0 && args.norm_eps >= 0, "hc_eps and norm_eps must be >= 0");
   if (args.tokens == 0) return;
   require(args.h && args.fn && args.scale && args.base && args.x && args.post && args.comb, "null device pointer");
+  require(reinterpret_cast<uintptr_t>(args.h) % 8 == 0, "h must be 8-byte aligned (its values are read four at a time)");
+  require(reinterpret_cast<uintptr_t>(args.fn) % 16 == 0, "fn must be 16-byte aligned (its values are read four at a time)");
   const int64_t blocks = args.tokens < 65536 ? args.tokens : 65536;
 #if defined(DSV4H_GPU_NVIDIA)
   if (args.dim >= kClusterMinDim) {

@@ -37,12 +37,13 @@ struct SparseAttentionArgs {
 
 // How many blocks share a decode row's keys, a function of the row's own key count only (so that a
 // row's result never depends on the batch it is in): one split per 128 keys (two 64-key tiles of
-// the tensor-core kernel), at most 16. The grid has the splits of the widest possible row, window
-// width + extra width; a row with fewer keys leaves the extra splits empty.
-// harness/components/sparse_attention.cpp sizes the scratch by this rule.
+// the tensor-core kernel), at most 8 (the tensor-core kernel's splits are a cluster, 8 the largest
+// portable one). The grid has the splits of the widest possible row, window width + extra width; a
+// row with fewer keys leaves the extra splits empty. harness/components/sparse_attention.cpp sizes
+// the scratch by this rule.
 __host__ __device__ inline int64_t sparse_attention_row_splits(int64_t keys) {
   const int64_t splits = (keys + 127) / 128;
-  return splits < 1 ? 1 : (splits > 16 ? 16 : splits);
+  return splits < 1 ? 1 : (splits > 8 ? 8 : splits);
 }
 inline int64_t sparse_attention_splits(int64_t window_width, int64_t extra_width) {
   return sparse_attention_row_splits(window_width + extra_width);
@@ -64,10 +65,11 @@ bool sparse_attention_check_launch(const SparseAttentionArgs& args, int64_t spli
 
 // Decode rows. Throws std::invalid_argument (naming the field) on impossible sizes; enqueues one
 // kernel on `stream` (on NVIDIA: kernels/sparse_attention_mma.hip, tensor cores, the row's keys
-// split over sparse_attention_row_splits blocks merged by the last of them; on AMD:
-// kernels/sparse_attention.hip, scalar, a split kernel and a merge kernel), no host sync, so it can
-// be captured in a graph. On NVIDIA, launches must not overlap on one device (the splits' arrival
-// counts are the kernel's own).
+// split over sparse_attention_row_splits blocks merged in their cluster's shared memory or, for
+// large grids, through the scratch by the last of them; on AMD: kernels/sparse_attention.hip,
+// scalar, a split kernel and a merge kernel through the scratch), no host sync, so it can be
+// captured in a graph. On NVIDIA, launches must not overlap on one device (the scratch merge's
+// arrival counts are the kernel's own).
 void launch_sparse_attention(const SparseAttentionArgs& args, hipStream_t stream);
 
 // The same outputs for many query rows at once (prefill): one block per (row, up to 64 heads) over

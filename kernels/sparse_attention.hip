@@ -21,7 +21,7 @@
 //      chunk's scores into weights exp(s - m) and the old accumulators' factor exp(m_old - m);
 //   4. accumulate: each thread owns two dims (a bf16 pair) of all 16 heads' outputs (32 fp32
 //      accumulators) and adds weight x value over the chunk's keys.
-// Decode rows' keys are split over up to 16 blocks (blockIdx.z, whole chunks each, as many splits
+// Decode rows' keys are split over up to 8 blocks (blockIdx.z, whole chunks each, as many splits
 // as sparse_attention_row_splits gives the row: one per 128 keys): each leaves its m, l and
 // accumulators in the caller's scratch and a second kernel merges them in split order. The split
 // count is a function of the row's own key count, never of the batch size, so that a row's result

@@ -42,20 +42,27 @@
 //
 // Decode (launch_sparse_attention): a decode step has few rows (bs 1..256), each of up to
 // 128 + 2048 keys, so a block per row would leave most of the card idle at small batches. A row's
-// key tiles are split over sparse_attention_row_splits(keys) blocks (one per 128 keys, at most 16;
+// key tiles are split over sparse_attention_row_splits(keys) blocks (one per 128 keys, at most 8;
 // split z takes tiles [z T / S, (z + 1) T / S) of the row's T tiles), a function of the row's own
-// key count only, so that a row's result is bitwise the same in any batch. Each split leaves its m,
-// l and unnormalised accumulators in the caller's scratch ([rows, heads, grid splits, 514] fp32,
-// the grid having the widest possible row's splits; a shorter row's extra splits return at once),
-// then counts itself in split_arrivals; the last of a (row, head group) to arrive merges them in
-// split order (M = max m_z, L = sum l_z e^(m_z - M), the same weights on the accumulators) and
-// finishes, while the partials are still in L2: no second kernel, no second launch; it then
-// discards their L2 lines, so that they are not written back to memory. A row with one
-// split finishes from its registers. The count is reset by the last arrival, so every launch finds
-// the counts 0; two launches must therefore not run at once on one device (they run in stream order
-// in the harness and the model). Head groups: the smallest group (most blocks) whose grid still fits
-// one block an SM, else 64 heads (each key tile then serves 64 heads; the other group of 128 heads
-// reads the keys again from L2).
+// key count only, so that a row's result is bitwise the same in any batch. The grid has the widest
+// possible row's splits (a shorter row's extra splits return at once, after meeting the cluster's
+// barriers in the cluster merge). Each split's m, l and unnormalised accumulators are merged in
+// split order (M = max m_z, L = sum l_z e^(m_z - M), the same weights on the accumulators: the same
+// bits in either merge, so the launcher may pick by batch) by one of two merges:
+//   cluster (2 splits, or a grid of one wave): a (row, head group)'s splits are a cluster; each
+//     leaves its state in its own shared memory, and after a cluster barrier split z merges its
+//     share of the heads (about heads / S), reading every split's state through distributed shared
+//     memory. No memory traffic, no waiting on another launch's blocks;
+//   scratch (otherwise): each split leaves its state in the caller's scratch ([rows, heads, grid
+//     splits, 514] fp32), then counts itself in split_arrivals; the last of a (row, head group) to
+//     arrive merges all its heads while the states are in L2, then discards their L2 lines. The
+//     count is reset by the last arrival, so every launch finds the counts 0; two launches must
+//     therefore not run at once on one device (they run in stream order in the harness and the
+//     model). A cluster of 5 one-block-an-SM blocks leaves SMs of each GPC idle, which large
+//     grids pay for.
+// No second kernel either way. A row with one split finishes from its registers. Head groups: the
+// smallest group (most blocks) whose grid still fits one block an SM, else 64 heads (each key tile
+// then serves 64 heads; the other group of 128 heads reads the keys again from L2).
 // Prefill (launch_sparse_attention_prefill): rows enough to fill the card, one block per (row, up
 // to 64 heads: the largest of 64, 48, 32, 16 dividing heads) over all the row's keys, no scratch.
 // Shared memory (~203 KB: one block an SM): q 64 x 520 bf16, the key tile 64 x 520 bf16 (rows
@@ -65,7 +72,8 @@
 // AMD (gfx90a): no MFMA path is written yet; kernels/sparse_attention.hip's scalar kernel serves
 // both launchers there.
 //
-// Mutants (issue 30, and SPLIT_ARRIVAL_NOT_RESET of the split protocol) are compiled in only under
+// Mutants (issue 30, SPLIT_ARRIVAL_NOT_RESET of the scratch merge's protocol and SPLIT_MERGE_ONE_SHORT
+// of both merges) are compiled in only under
 // DSV4H_MUTANT_<NAME>; NOOP returns at once (on a condition of the arguments, so that the compiler
 // keeps the rest).
 #include <atomic>
@@ -73,6 +81,10 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+
+#if defined(DSV4H_GPU_NVIDIA)
+#include <cooperative_groups.h>
+#endif
 
 #include "kv_pool_fp8.h"
 #include "sparse_attention.h"
@@ -97,7 +109,7 @@ struct Shared {
   float s[2][kMaxHeads][kScoreStride];
   uint8_t raw[kKeys][kDataBytes];
   int valid[kKeys];
-  int last;  // the block is its (row, head group)'s last split to arrive: it merges them
+  int last;  // scratch merge: the block is its (row, head group)'s last split to arrive
 };
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
@@ -109,6 +121,10 @@ __device__ __forceinline__ void copy_async_16(void* dst, const void* src) {
 }
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+// Every thread of every block of the cluster; the shared memory written before it (release) is
+// visible to the cluster's blocks after it (acquire).
+__device__ __forceinline__ void cluster_barrier() { cooperative_groups::this_cluster().sync(); }
 
 // Four 8x8 bf16 matrices from shared memory, lane i giving the address of a row of matrix i / 8;
 // .trans hands out their transposes.
@@ -162,12 +178,15 @@ struct ScopeView {
   int64_t tokens_per_page, page_bytes;
 };
 
-constexpr int kMaxSplits = 16;  // sparse_attention_row_splits' bound
+constexpr int kMaxSplits = 8;           // sparse_attention_row_splits' bound: the largest portable cluster
 constexpr int kPartFloats = kDims + 2;  // a split's state per head: accumulators, m, l
+static_assert(kMaxHeads * kPartFloats * sizeof(float) <= 2 * sizeof(uint16_t[kMaxHeads][kStride]),
+              "a split's state fits over q and the key tile");
 
-// Arrivals of the splits of each (row, head group): row * head groups + group, rows x groups at
-// most 2^20 (the launch refuses more); 0 between launches, which every split of a row arriving
-// keeps so: the lengths are clamped to their widths, so no row counts more splits than the grid has.
+// The scratch merge's arrivals of the splits of each (row, head group): row * head groups + group,
+// rows x groups at most 2^20 (the launch refuses more); 0 between launches, which every split of a
+// row arriving keeps so: the lengths are clamped to their widths, so no row counts more splits than
+// the grid has.
 constexpr int64_t kArrivalCounts = int64_t{1} << 20;
 __device__ unsigned int split_arrivals[kArrivalCounts];
 
@@ -245,27 +264,41 @@ __device__ __forceinline__ uint32_t output_pair(const HeadFinish& f, float o0, f
   return pack_bf16x2_rn(o0, o1);
 }
 
-// The last split of (row, heads [head0, head0 + block_heads)) to arrive merges the row's `splits`
-// partial states (scratch stride `grid_splits`) in split order and writes the outputs. Every
-// thread of the block calls it. The other blocks' partials are read through L2 (ld.cg), never L1.
-__device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttentionRope& rope, Shared& sh, int64_t row,
-                             int64_t head0, int block_heads, int splits, int grid_splits) {
+// Where the splits' states of one (row, head group) are: in the cluster's blocks' shared memory
+// (`part`, the same offset in every block), or in the scratch (stride grid_splits), written by
+// blocks of other SMs and read through L2 (ld.cg), never L1.
+struct SplitStates {
+  bool cluster;
+  const float* part;
+  int grid_splits;
+};
+
+// Heads [h0, h0 + heads) of (row, heads [head0, ...)): the row's `splits` states merged in split
+// order (M = max m_z, L = sum l_z e^(m_z - M), the same weights on the accumulators) and finished;
+// the same arithmetic from either source. Every thread of the block calls it.
+__device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttentionRope& rope, Shared& sh,
+                             const SplitStates& states, int64_t row, int64_t head0, int h0, int heads, int splits) {
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  // The scores' buffer, free now: each head's m and l of every split, then its weights and finish.
+  // The scores' buffer (apart from the states): each of this share's heads' m and l of every split,
+  // then its weights and finish.
   float* m_s = &sh.s[0][0][0];
   float* l_s = m_s + kMaxHeads * kMaxSplits;
   float* w_s = l_s + kMaxHeads * kMaxSplits;
   HeadFinish* finish_s = reinterpret_cast<HeadFinish*>(w_s + kMaxHeads * kMaxSplits);
-  const auto part_of = [&](int h, int z) {
-    return a.scratch + ((row * a.heads + head0 + h) * grid_splits + z) * kPartFloats;
+  const auto state_of = [&](int h, int z) -> const float* {
+    if (states.cluster) return cooperative_groups::this_cluster().map_shared_rank(states.part, z) + (h0 + h) * kPartFloats;
+    return a.scratch + ((row * a.heads + head0 + h0 + h) * states.grid_splits + z) * kPartFloats;
   };
-  for (int i = tid; i < block_heads * splits; i += kThreads) {
+  const auto load = [&](const float* p) {
+    return states.cluster ? *reinterpret_cast<const float2*>(p) : __ldcg(reinterpret_cast<const float2*>(p));
+  };
+  for (int i = tid; i < heads * splits; i += kThreads) {
     const int h = i / splits, z = i % splits;
-    const float2 ml = __ldcg(reinterpret_cast<const float2*>(part_of(h, z) + kDims));
+    const float2 ml = load(state_of(h, z) + kDims);
     m_s[h * kMaxSplits + z] = ml.x, l_s[h * kMaxSplits + z] = ml.y;
   }
   sync_block();
-  if (tid < block_heads) {
+  if (tid < heads) {
     const int h = tid;
     float m = -INFINITY;
     for (int z = 0; z < splits; ++z) m = fmaxf(m, m_s[h * kMaxSplits + z]);
@@ -277,23 +310,22 @@ __device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttention
       if (w != 0.f) l = fmaf(w, l_s[h * kMaxSplits + z], l);
       w_s[h * kMaxSplits + z] = w;
     }
-    const HeadFinish f = head_finish(a.sink[head0 + h], m, l);
+    const HeadFinish f = head_finish(a.sink[head0 + h0 + h], m, l);
     finish_s[h] = f;
-    a.lse[row * a.heads + head0 + h] = f.lse;
+    a.lse[row * a.heads + head0 + h0 + h] = f.lse;
   }
   sync_block();
-  // Warp w the heads w, w + 8, ...; lane i the dim pairs i + 32 c, c < 8 (the scratch's rows of
-  // 514 floats are 8-byte aligned). The partials are read kSplitChunk splits at a time, a chunk's
-  // loads all issued before any is used (an L2 round trip a chunk, not a split), and the head and
-  // chunk loops stay rolled: this code runs once, in the last block of a (row, head group) alone,
-  // and unrolled over every possible split its warps waited for instructions a third of its time
-  // (Nsight Compute, bs 1, H100, 2026-12-07). Each output adds its splits in split order, skipping
-  // those of weight 0, as before.
+  // Warp w the heads w, w + 8, ... of the share; lane i the dim pairs i + 32 c, c < 8 (a state's
+  // rows of 514 floats are 8-byte aligned). The states are read kSplitChunk splits at a time, a
+  // chunk's loads all issued before any is used, and the loops stay rolled (unrolled over every
+  // possible split, this code's warps waited for instructions a third of their time: Nsight
+  // Compute, bs 1, H100, 2026-12-07). Each output adds its splits in split order, skipping those
+  // of weight 0.
   const int32_t position = a.positions[row];
   constexpr int kPairsPerLane = kDims / 2 / 32;
   constexpr int kSplitChunk = 4;
   #pragma unroll 1
-  for (int h = warp; h < block_heads; h += kThreads / 32) {
+  for (int h = warp; h < heads; h += kThreads / 32) {
     float2 acc[kPairsPerLane];
     #pragma unroll
     for (int c = 0; c < kPairsPerLane; ++c) acc[c] = make_float2(0.f, 0.f);
@@ -302,13 +334,17 @@ __device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttention
       float2 v[kSplitChunk][kPairsPerLane];
       #pragma unroll
       for (int dz = 0; dz < kSplitChunk; ++dz) {
-        const float2* part = reinterpret_cast<const float2*>(part_of(h, z0 + dz < splits ? z0 + dz : z0));
+        const float* state = state_of(h, z0 + dz < splits ? z0 + dz : z0);
         #pragma unroll
-        for (int c = 0; c < kPairsPerLane; ++c) v[dz][c] = __ldcg(part + lane + 32 * c);
+        for (int c = 0; c < kPairsPerLane; ++c) v[dz][c] = load(state + 2 * (lane + 32 * c));
       }
       #pragma unroll
       for (int dz = 0; dz < kSplitChunk; ++dz) {
+#if defined(DSV4H_MUTANT_SPLIT_MERGE_ONE_SHORT)
+        const float w = z0 + dz < splits - 1 ? w_s[h * kMaxSplits + z0 + dz] : 0.f;
+#else
         const float w = z0 + dz < splits ? w_s[h * kMaxSplits + z0 + dz] : 0.f;
+#endif
         if (w == 0.f) continue;  // the same for every lane
         #pragma unroll
         for (int c = 0; c < kPairsPerLane; ++c)
@@ -316,20 +352,13 @@ __device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttention
       }
     }
     const HeadFinish f = finish_s[h];
-    uint32_t* out = reinterpret_cast<uint32_t*>(a.out + (row * a.heads + head0 + h) * kDims);
+    uint32_t* out = reinterpret_cast<uint32_t*>(a.out + (row * a.heads + head0 + h0 + h) * kDims);
     #pragma unroll
     for (int c = 0; c < kPairsPerLane; ++c) {
       const int pair = lane + 32 * c;
       out[pair] = output_pair(f, acc[c].x, acc[c].y, 2 * pair, position, rope);
     }
   }
-  // The partials are dead once merged: their L2 lines are dropped, not written back to memory (at
-  // 64 heads a row's partials outweigh its keys: 2 KB a head and split). Only the lines wholly
-  // inside this group's partials: a neighbouring group's may not be merged yet.
-  sync_block();
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(part_of(0, 0)), end = reinterpret_cast<uintptr_t>(part_of(block_heads, 0));
-  for (uintptr_t line = (begin + 127) / 128 * 128 + tid * 128; line + 128 <= end; line += kThreads * 128)
-    asm volatile("discard.global.L2 [%0], 128;" ::"l"(line) : "memory");
 }
 
 // kSplit: blockIdx.x is the split of the row's key tiles (decode); otherwise one block takes all of
@@ -338,7 +367,7 @@ __device__ void merge_splits(const SparseAttentionArgs& a, const SparseAttention
 template <bool kSplit, int kSlices>
 __global__ void __launch_bounds__(kThreads, 1)
     sparse_attention_mma(SparseAttentionArgs a, SparseAttentionRope rope, int64_t window_page_bytes,
-                         int64_t extra_page_bytes, int block_heads) {
+                         int64_t extra_page_bytes, int block_heads, bool cluster) {
   extern __shared__ __align__(16) uint8_t shared_bytes[];
   Shared& sh = *reinterpret_cast<Shared*>(shared_bytes);
 #if defined(DSV4H_MUTANT_NOOP)
@@ -361,8 +390,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const ScopeView window{a.window.cache, a.window.tokens_per_page, window_page_bytes};
   const ScopeView extra{a.extra.cache, a.extra.tokens_per_page, extra_page_bytes};
   // Lengths past their widths (metadata the launch cannot check without a sync) are clamped: a row
-  // counting more splits than the grid launched would leave its arrival count behind for the next
-  // launch, and read the next row's indices.
+  // counting more splits than its cluster has blocks would read states no block wrote, and the
+  // next row's indices.
   const auto clamp_len = [](int64_t len, int64_t width) { return len < 0 ? int64_t{0} : (len > width ? width : len); };
   int64_t window_len = clamp_len(a.window.lengths[row], a.window.width);
   int64_t extra_len = a.extra.cache ? clamp_len(a.extra.lengths[row], a.extra.width) : 0;
@@ -376,7 +405,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   // This block's keys [begin, end): whole tiles of the row's split (all of them without a split).
   const int64_t tiles = (total + kKeys - 1) / kKeys;
   const int splits = kSplit ? static_cast<int>(sparse_attention_row_splits(total)) : 1;
-  if (split >= splits) return;  // a split past this row's own (the grid has the widest row's)
+  if (split >= splits) {
+    // A split past this row's own (the grid has the widest row's): no keys, but where the row has
+    // splits, its cluster's barriers count this block too.
+    if (splits > 1 && cluster) cluster_barrier(), cluster_barrier();
+    return;
+  }
   const int64_t begin = split * tiles / splits * kKeys;
   const int64_t end = (split + 1) * tiles / splits * kKeys < total ? (split + 1) * tiles / splits * kKeys : total;
 #if defined(DSV4H_MUTANT_SCALE_448)
@@ -578,20 +612,33 @@ __global__ void __launch_bounds__(kThreads, 1)
   copy_async_wait_all();  // q's copies, where the split had no key
 
   if (kSplit && splits > 1) {
-    // This split's state of rows g, g + 8 of its head tile, then its arrival.
+    // This split's state of rows g, g + 8 of its head tile: in the cluster's merge, in its shared
+    // memory over q and the key tile (dead since the loop's last barrier, q's copies since the one
+    // below); in the scratch merge, in the scratch.
+    float* const part = reinterpret_cast<float*>(shared_bytes);
+    sync_block();
     if (computes) {
       #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float* part = a.scratch + ((row * a.heads + head0 + tile * 16 + g + 8 * r) * gridDim.x + split) * kPartFloats;
+        const int64_t h = tile * 16 + g + 8 * r;
+        float* state = cluster ? part + h * kPartFloats : a.scratch + ((row * a.heads + head0 + h) * gridDim.x + split) * kPartFloats;
         #pragma unroll
         for (int j = 0; j < kSliceDims / 8; ++j)
-          *reinterpret_cast<float2*>(part + slice * kSliceDims + j * 8 + c2) = make_float2(o[j][2 * r], o[j][2 * r + 1]);
-        if (slice == 0 && lane % 4 == 0) part[kDims] = m[r], part[kDims + 1] = l[r];
+          *reinterpret_cast<float2*>(state + slice * kSliceDims + j * 8 + c2) = make_float2(o[j][2 * r], o[j][2 * r + 1]);
+        if (slice == 0 && lane % 4 == 0) state[kDims] = m[r], state[kDims + 1] = l[r];
       }
+    }
+    if (cluster) {
+      // Split z merges heads [z H / S, (z + 1) H / S).
+      cluster_barrier();  // every split's state is written
+      const int h0 = split * block_heads / splits, h1 = (split + 1) * block_heads / splits;
+      merge_splits(a, rope, sh, SplitStates{true, part, 0}, row, head0, h0, h1 - h0, splits);
+      cluster_barrier();  // no block leaves while another may read its state
+      return;
     }
     sync_block();
     if (tid == 0) {
-      // The release: the block's partials (ordered before the barrier, which the fence's
+      // The release: the block's states (ordered before the barrier, which the fence's
       // cumulativity carries) before the count, in the counting thread alone. atomicInc wraps to 0
       // at the last arrival: the next launch finds 0.
       __threadfence();
@@ -605,7 +652,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     sync_block();
     if (!sh.last) return;
     __threadfence();
-    merge_splits(a, rope, sh, row, head0, block_heads, splits, static_cast<int>(gridDim.x));
+    const SplitStates states{false, nullptr, static_cast<int>(gridDim.x)};
+    merge_splits(a, rope, sh, states, row, head0, 0, block_heads, splits);
+    // The states are dead once merged: their L2 lines are dropped, not written back to memory (at
+    // 64 heads a row's states outweigh its keys: 2 KB a head and split). Only the lines wholly
+    // inside this group's states: a neighbouring group's may not be merged yet.
+    sync_block();
+    const auto state_address = [&](int h) {
+      return reinterpret_cast<uintptr_t>(a.scratch + (row * a.heads + head0 + h) * gridDim.x * kPartFloats);
+    };
+    const uintptr_t begin = state_address(0), end = state_address(block_heads);
+    for (uintptr_t line = (begin + 127) / 128 * 128 + tid * 128; line + 128 <= end; line += kThreads * 128)
+      asm volatile("discard.global.L2 [%0], 128;" ::"l"(line) : "memory");
     return;
   }
   if (!computes) return;
@@ -657,25 +715,38 @@ int decode_block_heads(int64_t heads, int64_t rows, int64_t splits, int sms) {
 // The prefill's: the largest of 64, 48, 32, 16 dividing heads.
 int prefill_block_heads(int64_t heads) { return heads % 64 == 0 ? 64 : heads % 48 == 0 ? 48 : heads % 32 == 0 ? 32 : 16; }
 
+// With `cluster`, the grid is launched as clusters of its splits (the row's merge reads them through
+// distributed shared memory): at most kMaxSplits blocks, the portable cluster size.
 template <bool kSplit, int kSlices>
-void launch_sliced(const SparseAttentionArgs& a, int64_t splits, int block_heads, hipStream_t stream) {
+void launch_sliced(const SparseAttentionArgs& a, int64_t splits, int block_heads, bool cluster, hipStream_t stream) {
+  const auto kernel = sparse_attention_mma<kSplit, kSlices>;
   const int shared = static_cast<int>(sizeof(Shared));
-  DSV4H_HIP_CHECK(
-      hipFuncSetAttribute(sparse_attention_mma<kSplit, kSlices>, hipFuncAttributeMaxDynamicSharedMemorySize, shared));
-  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.heads / block_heads), static_cast<unsigned>(a.rows));
-  sparse_attention_mma<kSplit, kSlices><<<grid, kThreads, shared, stream>>>(
-      a, sparse_attention_rope(a.compress_ratio), sparse_attention_page_bytes(a.window.tokens_per_page),
-      a.extra.cache ? sparse_attention_page_bytes(a.extra.tokens_per_page) : 0, block_heads);
+  DSV4H_HIP_CHECK(hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, shared));
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(splits), static_cast<unsigned>(a.heads / block_heads), static_cast<unsigned>(a.rows));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = static_cast<size_t>(shared);
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1] = {};
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = static_cast<unsigned>(splits);
+  attribute[0].val.clusterDim.y = attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = cluster ? 1 : 0;
+  DSV4H_HIP_CHECK(cudaLaunchKernelEx(&config, kernel, a, sparse_attention_rope(a.compress_ratio),
+                                     sparse_attention_page_bytes(a.window.tokens_per_page),
+                                     a.extra.cache ? sparse_attention_page_bytes(a.extra.tokens_per_page) : int64_t{0},
+                                     block_heads, cluster));
 }
 
 // A group of 16 heads is one head tile: its eight warps take an eighth of the dims each (all of
 // them at work, 32 accumulators a thread); larger groups' tiles take two warps each, a half each.
 template <bool kSplit>
-void launch_mma(const SparseAttentionArgs& a, int64_t splits, int block_heads, hipStream_t stream) {
+void launch_mma(const SparseAttentionArgs& a, int64_t splits, int block_heads, bool cluster, hipStream_t stream) {
   if (block_heads == 16) {
-    launch_sliced<kSplit, 8>(a, splits, block_heads, stream);
+    launch_sliced<kSplit, 8>(a, splits, block_heads, cluster, stream);
   } else {
-    launch_sliced<kSplit, 2>(a, splits, block_heads, stream);
+    launch_sliced<kSplit, 2>(a, splits, block_heads, cluster, stream);
   }
   if (kSplit) {
     DSV4H_LAUNCH_CHECK("sparse_attention_mma<split>");
@@ -689,15 +760,21 @@ void launch_mma(const SparseAttentionArgs& a, int64_t splits, int block_heads, h
 void launch_sparse_attention(const SparseAttentionArgs& a, hipStream_t stream) {
   const int64_t splits = sparse_attention_splits(a.window.width, a.extra.cache ? a.extra.width : 0);
   if (!sparse_attention_check_launch(a, splits, "launch_sparse_attention")) return;
-  const int block_heads = decode_block_heads(a.heads, a.rows, splits, sm_count());
-  if (a.rows * (a.heads / block_heads) > kArrivalCounts)
+  const int sms = sm_count(), block_heads = decode_block_heads(a.heads, a.rows, splits, sms);
+  const int64_t groups = a.heads / block_heads;
+  // The cluster merge where a GPC holds whole clusters (2 splits) or the grid is one wave: a cluster
+  // of 5 one-block-an-SM blocks leaves SMs of each GPC idle, and at C4 bs 128 the cluster merge was
+  // 18% slower than the scratch merge, though faster at bs 1 and 8 and at every C128 batch (H100,
+  // 2026-12-07). Either merge gives the same bits.
+  const bool cluster = splits > 1 && (splits <= 2 || a.rows * groups * splits <= sms);
+  if (!cluster && a.rows * groups > kArrivalCounts)
     throw std::invalid_argument("launch_sparse_attention: rows * head groups above " + std::to_string(kArrivalCounts));
-  launch_mma<true>(a, splits, block_heads, stream);
+  launch_mma<true>(a, splits, block_heads, cluster, stream);
 }
 
 void launch_sparse_attention_prefill(const SparseAttentionArgs& a, hipStream_t stream) {
   if (!sparse_attention_check_launch(a, 1, "launch_sparse_attention_prefill")) return;
-  launch_mma<false>(a, 1, prefill_block_heads(a.heads), stream);
+  launch_mma<false>(a, 1, prefill_block_heads(a.heads), false, stream);
 }
 #endif
 

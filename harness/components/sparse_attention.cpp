@@ -348,14 +348,14 @@ void validate_inputs(const AttnCase& c, const TensorMap& inputs) {
 
 // The decode kernels' split over keys (kernels/sparse_attention.h, sparse_attention_splits: the
 // same rule): one split per 128 keys of the widest possible row (window + extra width, never bs, so
-// that a row's result does not depend on its batch), at most 16; the splits leave their partial
+// that a row's result does not depend on its batch), at most 8; the splits leave their partial
 // softmax state (512 accumulators, max, sum per head) in `scratch` to be merged in split order (on
-// NVIDIA by the row's last split, on AMD by a second kernel). The scratch is the kernels' working
-// memory, no reader's: unchecked. One split needs none (a one-element stand-in), nor do prefill
+// NVIDIA by the row's last split, unless they merge in their cluster's shared memory; on AMD by a
+// second kernel). The scratch is the kernels' working memory, no reader's: unchecked. One split needs none (a one-element stand-in), nor do prefill
 // rows (launch_sparse_attention_prefill: a block a row).
 int64_t splits_of(const AttnCase& c) {
   const int64_t keys = kWindow + sizes_of(c).extra_width;
-  return std::clamp<int64_t>((keys + 127) / 128, 1, 16);
+  return std::clamp<int64_t>((keys + 127) / 128, 1, 8);
 }
 constexpr int64_t kPartFloats = kDims + 2;
 
@@ -536,8 +536,8 @@ Component sparse_attention_component() {
       "sparse_attention(bs=64,ratio=4,ctx=3000)",
       "sparse_attention(bs=33,heads=128,ratio=128,ctx=30000)",
       // Head groups of 48 (the fourth head tile of a block idle in the split path); 4 of a row's 5
-      // splits holding only masked keys (holes=1: every selected entry -1); 16 splits, the cap
-      // (2174 keys of C128 at 262000).
+      // splits holding only masked keys (holes=1: every selected entry -1); 8 splits, the cap, of
+      // 272 keys each (2174 keys of C128 at 262000).
       "sparse_attention(bs=64,heads=48,ratio=4,ctx=3000)",
       "sparse_attention(bs=2,ratio=4,pos=2051,holes=1)",
       "sparse_attention(bs=3,ratio=128,pos=262000,ctx=300000,heads=16)",
@@ -583,9 +583,11 @@ Component sparse_attention_component() {
       DSV4H_MUTANT(rope_not_inverted, "sparse_attention.hip sparse_attention_mma.hip", "the output's rope slice not de-rotated"),
       DSV4H_MUTANT(empty_row_nan, "sparse_attention.hip sparse_attention_mma.hip", "a row with no valid key writes 0/0 = NaN"),
       DSV4H_MUTANT(scale_448, "sparse_attention.hip sparse_attention_mma.hip", "softmax scale 1/sqrt(448) instead of 1/sqrt(512)"),
-      // The split decode's own protocol (not a spec bug): a count left at its last arrival, so that
-      // no split of the next launch merges and the outputs stay unwritten.
+      // The split decode's own protocol and merge (not spec bugs): the scratch merge's count left at
+      // its last arrival, so that no split of the next launch merges and the outputs stay
+      // unwritten; the row's last split left out of the outputs' sums (its sum l still counted).
       DSV4H_MUTANT(split_arrival_not_reset, "sparse_attention_mma.hip", "the splits' arrival count not reset after the merge"),
+      DSV4H_MUTANT(split_merge_one_short, "sparse_attention_mma.hip", "the splits' merge leaves the row's last split out"),
   };
   d.gpu_tests = "SparseAttentionGpu.*";
   d.bench_binary = "bench_sparse_attention";

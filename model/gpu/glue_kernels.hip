@@ -181,7 +181,12 @@ __device__ __forceinline__ void load8(const float* p, float (&v)[8]) {
 }
 
 // Lanes of 32 an output column o: lane l takes inputs 8 l.. + 256 j, every row's products summed
-// in fp32, then across the 32 lanes.
+// in fp32, then across the 32 lanes. A lane loads kSkinnyLoads of its 16-byte weight vectors before
+// it uses the first, so that a warp keeps 2 KB of weights in flight rather than 512 bytes: a GEMM of
+// a few thousand columns is a few warps an SM, which the latency of one load at a time held to a
+// fraction of the memory's bandwidth. It adds the vectors in the order it would one at a time.
+constexpr int kSkinnyLoads = 4;
+
 template <typename TIn, typename TOut>
 __global__ void skinny_gemm_kernel(const TIn* x, int64_t ldx, const TIn* w, int64_t ldw, TOut* y, int64_t ldy, int rows,
                                    int64_t in, int64_t out, float alpha) {
@@ -189,21 +194,27 @@ __global__ void skinny_gemm_kernel(const TIn* x, int64_t ldx, const TIn* w, int6
   const int64_t o = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
   if (o >= out) return;
   float acc[kSkinnyRows] = {};
-  for (int64_t k = lane * 8; k < in; k += 32 * 8) {
-    float wv[8];
-    load8(w + o * ldw + k, wv);
+  for (int64_t k0 = lane * 8; k0 < in; k0 += 32 * 8 * kSkinnyLoads) {
+    float wv[kSkinnyLoads][8];
     #pragma unroll
-    for (int r = 0; r < kSkinnyRows; ++r) {
-      if (r >= rows) break;
-      float xv[8];
-      load8(x + r * ldx + k, xv);
+    for (int u = 0; u < kSkinnyLoads; ++u)
+      if (k0 + u * 256 < in) load8(w + o * ldw + k0 + u * 256, wv[u]);
+    #pragma unroll
+    for (int u = 0; u < kSkinnyLoads; ++u) {
+      const int64_t k = k0 + u * 256;
       #pragma unroll
-      for (int i = 0; i < 8; ++i) acc[r] = fmaf(xv[i], wv[i], acc[r]);
+      for (int r = 0; r < kSkinnyRows; ++r) {
+        if (k >= in || r >= rows) continue;
+        float xv[8];
+        load8(x + r * ldx + k, xv);
+        #pragma unroll
+        for (int i = 0; i < 8; ++i) acc[r] = fmaf(xv[i], wv[u][i], acc[r]);
+      }
     }
   }
   #pragma unroll
   for (int r = 0; r < kSkinnyRows; ++r) {
-    if (r >= rows) break;
+    if (r >= rows) continue;
     const float sum = sum_over_lanes(acc[r], 32);  // within each 32-lane half of a 64-lane wavefront
     if (lane == 0) y[r * ldy + o] = from_float<TOut>(alpha * sum);
   }

@@ -6,7 +6,7 @@
 // from exact bf16 products, added into its half in fp32), half 0 + half 1, then times the scale;
 // the online softmax per tile in fp32; the weights entering P x V as bf16 hi + lo; the finish.
 // Decode rows are split as the kernel splits them (sparse_attention_row_splits' rule: one split per
-// 128 keys, at most 16, split z taking tiles [z T / S, (z + 1) T / S)), each split from a fresh
+// 128 keys, at most 8, split z taking tiles [z T / S, (z + 1) T / S)), each split from a fresh
 // state, merged in split order (M = max m_z, L and the accumulators summed with weights
 // e^(m_z - M) by fused multiply-adds); prefill rows are one split. The tensor core's own order
 // inside a chunk is not known: a sequential fp32 sum stands for it (its error is of the same size).
