@@ -351,8 +351,9 @@ void validate_inputs(const AttnCase& c, const TensorMap& inputs) {
 // that a row's result does not depend on its batch), at most 8; the splits leave their partial
 // softmax state (512 accumulators, max, sum per head) in `scratch` to be merged in split order (on
 // NVIDIA by the row's last split, unless they merge in their cluster's shared memory; on AMD by a
-// second kernel). The scratch is the kernels' working memory, no reader's: unchecked. One split needs none (a one-element stand-in), nor do prefill
-// rows (launch_sparse_attention_prefill: a block a row).
+// second kernel). The scratch is the kernels' working memory, no reader's: unchecked. One split
+// needs none (a one-element stand-in), nor do prefill rows (launch_sparse_attention_prefill: a
+// block a row).
 int64_t splits_of(const AttnCase& c) {
   const int64_t keys = kWindow + sizes_of(c).extra_width;
   return std::clamp<int64_t>((keys + 127) / 128, 1, 8);
@@ -536,8 +537,8 @@ Component sparse_attention_component() {
       "sparse_attention(bs=64,ratio=4,ctx=3000)",
       "sparse_attention(bs=33,heads=128,ratio=128,ctx=30000)",
       // Head groups of 48 (the fourth head tile of a block idle in the split path); 4 of a row's 5
-      // splits holding only masked keys (holes=1: every selected entry -1); 8 splits, the cap, of
-      // 272 keys each (2174 keys of C128 at 262000).
+      // splits holding only masked keys (holes=1: every selected entry -1); 8 splits, the cap (2174
+      // keys of C128 at 262000: 34 tiles of 64, four or five a split).
       "sparse_attention(bs=64,heads=48,ratio=4,ctx=3000)",
       "sparse_attention(bs=2,ratio=4,pos=2051,holes=1)",
       "sparse_attention(bs=3,ratio=128,pos=262000,ctx=300000,heads=16)",
