@@ -614,9 +614,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (kSplit && splits > 1) {
     // This split's state of rows g, g + 8 of its head tile: in the cluster's merge, in its shared
     // memory over q and the key tile (dead since the loop's last barrier, q's copies since the one
-    // below); in the scratch merge, in the scratch.
+    // below); in the scratch merge, in the scratch, which needs no barrier before it.
     float* const part = reinterpret_cast<float*>(shared_bytes);
-    sync_block();
+    if (cluster) sync_block();
     if (computes) {
       #pragma unroll
       for (int r = 0; r < 2; ++r) {

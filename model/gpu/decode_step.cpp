@@ -18,6 +18,21 @@
 
 namespace dsv4h::model::gpu {
 
+namespace {
+
+// `stream` waits for `event`. Spelled here, not in kernels/portability.h: a host call of the decode
+// step alone, and a change there marks every component's kernels as changed since their GPU runs
+// (report status).
+void wait_for(hipStream_t stream, hipEvent_t event) {
+#if defined(DSV4H_GPU_NVIDIA)
+  DSV4H_HIP_CHECK(cudaStreamWaitEvent(stream, event, 0));
+#else
+  DSV4H_HIP_CHECK(hipStreamWaitEvent(stream, event, 0));
+#endif
+}
+
+}  // namespace
+
 void* GpuForward::step_linear(DecodeBucket& b, const void* x, int64_t rows, const std::string& weight_name, Dtype out, float alpha,
                               const std::string& op, const char* output) const {
   const int64_t n = shape(weight_name).at(0), k = shape(weight_name).at(1);
@@ -45,37 +60,46 @@ uint16_t* GpuForward::step_embed(DecodeBucket& b, const int32_t* tokens, int64_t
 
 uint16_t* GpuForward::step_moe(DecodeBucket& b, int64_t layer, const std::string& p, const uint16_t* x, const int32_t* tokens) const {
   const int64_t B = b.rows(), E = c_.n_routed_experts, k = c_.n_activated_experts, dim = c_.dim, I = c_.moe_inter_dim;
-  const float* logits = static_cast<const float*>(step_linear(b, x, B, p + "gate.weight", Dtype::f32, 1.f, p + "gate", "logits"));
-  int32_t* ids = b.take<int32_t>(B * k);
-  float* weights = b.take<float>(B * k);
-  launch_moe_routing(routing_args(layer, p, logits, tokens, ids, weights, B), stream_);
-  b.record(p + "route", {{"ids", {ids, Dtype::i32, B, k, k}, OpValues::index}, {"weights", {weights, Dtype::f32, B, k, k}}});
-
   // As the per-request forward (moe.cpp): the filtered MoE once per simulated rank, summed, and the
   // shared expert as a MoE of one expert that every token takes with weight 1.
   const auto run_moe = [&](const int32_t* topk_ids, const float* topk_weights, int64_t slots, const std::string& stack,
-                           int64_t first, int64_t local, float route_scale, float* out) {
+                           int64_t first, int64_t local, float route_scale, float* out, hipStream_t stream) {
     MoeArgs m = moe_args(x, topk_ids, topk_weights, B, slots, stack, first, local, route_scale);
     m.local_ids = b.take<int32_t>(B * slots);
     m.gate_up = b.take<uint16_t>(B * slots * 2 * I);
     m.act = b.take<uint16_t>(B * slots * I);
     m.down = b.take<float>(B * slots * dim);
     m.out = out;
-    launch_moe(m, stream_);
+    launch_moe(m, stream);
   };
+  // The shared expert needs x alone: on side_stream_, forked here and joined before the sum, its
+  // kernels run beside the gate GEMM, the routing and the routed experts instead of after them (at
+  // bs 1 those leave SMs idle: the routing is one block, and at the Flash shapes each of the shared
+  // expert's GEMMs is 128 blocks on a 132-SM card). The same kernels on the same buffers as on one
+  // stream, so the same bits; its buffers are its own, and the MoE's kernels keep no global state.
+  const int32_t* zeros = b.constant(std::vector<int32_t>(static_cast<size_t>(B), 0));
+  const float* ones = b.constant(std::vector<float>(static_cast<size_t>(B), 1.f));
+  float* shared = b.take<float>(B * dim);
+  DSV4H_HIP_CHECK(hipEventRecord(forked_, stream_));
+  wait_for(side_stream_, forked_);
+  run_moe(zeros, ones, 1, p + "shared", 0, 1, 1.f, shared, side_stream_);
+  DSV4H_HIP_CHECK(hipEventRecord(joined_, side_stream_));
+
+  const float* logits = static_cast<const float*>(step_linear(b, x, B, p + "gate.weight", Dtype::f32, 1.f, p + "gate", "logits"));
+  int32_t* ids = b.take<int32_t>(B * k);
+  float* weights = b.take<float>(B * k);
+  launch_moe_routing(routing_args(layer, p, logits, tokens, ids, weights, B), stream_);
+  b.record(p + "route", {{"ids", {ids, Dtype::i32, B, k, k}, OpValues::index}, {"weights", {weights, Dtype::f32, B, k, k}}});
   float* routed = b.take<float>(B * dim);
   const int64_t R = options_.expert_ranks, local = E / R;
   for (int64_t rank = 0; rank < R; ++rank) {
     float* part = rank == 0 ? routed : b.take<float>(B * dim);
-    run_moe(ids, weights, k, p + "routed", rank * local, local, static_cast<float>(c_.route_scale), part);
+    run_moe(ids, weights, k, p + "routed", rank * local, local, static_cast<float>(c_.route_scale), part, stream_);
     if (rank > 0) gpu::launch_accumulate(routed, part, B * dim, stream_);
   }
   b.record(p + "experts", {{"y", {routed, Dtype::f32, B, dim, dim}}});
-  const int32_t* zeros = b.constant(std::vector<int32_t>(static_cast<size_t>(B), 0));
-  const float* ones = b.constant(std::vector<float>(static_cast<size_t>(B), 1.f));
-  float* shared = b.take<float>(B * dim);
-  run_moe(zeros, ones, 1, p + "shared", 0, 1, 1.f, shared);
-  b.record(p + "shared", {{"y", {shared, Dtype::f32, B, dim, dim}}});
+  b.record(p + "shared", {{"y", {shared, Dtype::f32, B, dim, dim}}});  // reported in the reference's order
+  wait_for(stream_, joined_);
   uint16_t* y = b.take<uint16_t>(B * dim);
   gpu::launch_sum_to_bf16(routed, shared, B * dim, y, stream_);
   return y;

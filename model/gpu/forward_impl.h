@@ -220,6 +220,10 @@ class GpuForward : public ModelBackend {
   std::map<std::string, std::vector<int64_t>> shapes_;
   std::map<std::string, std::vector<float>> sinks_;
   hipStream_t stream_ = nullptr;
+  // A decode step's second stream (decode_step.cpp's step_moe): the shared expert, forked off stream_
+  // at `forked_` and joined back at `joined_`.
+  hipStream_t side_stream_ = nullptr;
+  hipEvent_t forked_ = nullptr, joined_ = nullptr;
 #if defined(DSV4H_GPU_NVIDIA)
   const CublasLibrary* blas_library_ = nullptr;
   cublasHandle_t blas_ = nullptr;

@@ -166,18 +166,34 @@ __global__ void copy_rings_kernel(RingCopyArgs a) {
     dst[i] = src[i];
 }
 
-// Eight consecutive inputs from a 16-byte aligned address, as floats.
-__device__ __forceinline__ void load8(const uint16_t* p, float (&v)[8]) {
-  const uint4 u = *reinterpret_cast<const uint4*>(p);
-  const uint32_t words[4] = {u.x, u.y, u.z, u.w};
+// Eight consecutive inputs from a 16-byte aligned address: as loaded (one 16-byte word of bf16, two
+// of fp32), and as floats.
+template <typename T>
+struct Raw8 {
+  uint4 words[sizeof(T) / 2];
+};
+template <typename T>
+__device__ __forceinline__ Raw8<T> load_raw8(const T* p) {
+  Raw8<T> r;
+  #pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(T) / 2); ++i) r.words[i] = reinterpret_cast<const uint4*>(p)[i];
+  return r;
+}
+__device__ __forceinline__ void unpack8(const Raw8<uint16_t>& r, float (&v)[8]) {
+  const uint32_t words[4] = {r.words[0].x, r.words[0].y, r.words[0].z, r.words[0].w};
   for (int i = 0; i < 4; ++i) {
     v[2 * i] = bf16_to_f(static_cast<uint16_t>(words[i] & 0xffffu));
     v[2 * i + 1] = bf16_to_f(static_cast<uint16_t>(words[i] >> 16));
   }
 }
-__device__ __forceinline__ void load8(const float* p, float (&v)[8]) {
-  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
-  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+__device__ __forceinline__ void unpack8(const Raw8<float>& r, float (&v)[8]) {
+  const uint32_t words[8] = {r.words[0].x, r.words[0].y, r.words[0].z, r.words[0].w,
+                             r.words[1].x, r.words[1].y, r.words[1].z, r.words[1].w};
+  for (int i = 0; i < 8; ++i) v[i] = __uint_as_float(words[i]);
+}
+template <typename T>
+__device__ __forceinline__ void load8(const T* p, float (&v)[8]) {
+  unpack8(load_raw8(p), v);
 }
 
 // Lanes of 32 an output column o: lane l takes inputs 8 l.. + 256 j, every row's products summed
@@ -185,35 +201,41 @@ __device__ __forceinline__ void load8(const float* p, float (&v)[8]) {
 // it uses the first, so that a warp keeps 2 KB of weights in flight rather than 512 bytes: a GEMM of
 // a few thousand columns is a few warps an SM, which the latency of one load at a time held to a
 // fraction of the memory's bandwidth. It adds the vectors in the order it would one at a time.
+// Rows (1, 2, 4 or 8, the fewest that hold `rows`) sizes a thread's sums, and the weights stay as
+// loaded until used: its registers then follow the batch (bf16, sm_90a: 36 at 1 row, six blocks an
+// SM; 80 at 8), where one kernel for 8 rows held 94 at every batch, two blocks an SM, 32 KB of weights
+// in flight an SM at bs 1. Rows changes no sum: each row's products are added in the same order.
 constexpr int kSkinnyLoads = 4;
 
-template <typename TIn, typename TOut>
+template <int Rows, typename TIn, typename TOut>
 __global__ void skinny_gemm_kernel(const TIn* x, int64_t ldx, const TIn* w, int64_t ldw, TOut* y, int64_t ldy, int rows,
                                    int64_t in, int64_t out, float alpha) {
   const int lane = threadIdx.x % 32;
   const int64_t o = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
   if (o >= out) return;
-  float acc[kSkinnyRows] = {};
+  float acc[Rows] = {};
   for (int64_t k0 = lane * 8; k0 < in; k0 += 32 * 8 * kSkinnyLoads) {
-    float wv[kSkinnyLoads][8];
+    Raw8<TIn> wr[kSkinnyLoads];
     #pragma unroll
     for (int u = 0; u < kSkinnyLoads; ++u)
-      if (k0 + u * 256 < in) load8(w + o * ldw + k0 + u * 256, wv[u]);
+      if (k0 + u * 256 < in) wr[u] = load_raw8(w + o * ldw + k0 + u * 256);
     #pragma unroll
     for (int u = 0; u < kSkinnyLoads; ++u) {
       const int64_t k = k0 + u * 256;
+      float wv[8];
+      unpack8(wr[u], wv);
       #pragma unroll
-      for (int r = 0; r < kSkinnyRows; ++r) {
+      for (int r = 0; r < Rows; ++r) {
         if (k >= in || r >= rows) continue;
         float xv[8];
         load8(x + r * ldx + k, xv);
         #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[r] = fmaf(xv[i], wv[u][i], acc[r]);
+        for (int i = 0; i < 8; ++i) acc[r] = fmaf(xv[i], wv[i], acc[r]);
       }
     }
   }
   #pragma unroll
-  for (int r = 0; r < kSkinnyRows; ++r) {
+  for (int r = 0; r < Rows; ++r) {
     if (r >= rows) continue;
     const float sum = sum_over_lanes(acc[r], 32);  // within each 32-lane half of a 64-lane wavefront
     if (lane == 0) y[r * ldy + o] = from_float<TOut>(alpha * sum);
@@ -293,8 +315,13 @@ bool launch_skinny_gemm(const TIn* x, int64_t ldx, const TIn* w, int64_t ldw, TO
   if (rows < 1 || rows > kSkinnyRows || in % 8 || ldx % 8 || ldw % 8 || !aligned(x) || !aligned(w) || out < 1) return false;
   const int64_t blocks = (out + kThreads / 32 - 1) / (kThreads / 32);
   check(blocks <= 0x7fffffff, "skinny_gemm: out too large");
-  skinny_gemm_kernel<TIn, TOut>
-      <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, ldx, w, ldw, y, ldy, static_cast<int>(rows), in, out, alpha);
+  const auto launch = [&](auto kernel) {
+    kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, ldx, w, ldw, y, ldy, static_cast<int>(rows), in, out, alpha);
+  };
+  if (rows == 1) launch(skinny_gemm_kernel<1, TIn, TOut>);
+  else if (rows == 2) launch(skinny_gemm_kernel<2, TIn, TOut>);
+  else if (rows <= 4) launch(skinny_gemm_kernel<4, TIn, TOut>);
+  else launch(skinny_gemm_kernel<kSkinnyRows, TIn, TOut>);
   DSV4H_LAUNCH_CHECK("skinny_gemm_kernel");
   return true;
 }

@@ -57,6 +57,9 @@ GpuForward::GpuForward(const ReferenceModel& model, const GpuForwardOptions& opt
                                                   "table for ratio " + std::to_string(ratio) + " (spec 2.4)");
   }
   DSV4H_HIP_CHECK(hipStreamCreate(&stream_));
+  DSV4H_HIP_CHECK(hipStreamCreate(&side_stream_));
+  DSV4H_HIP_CHECK(hipEventCreate(&forked_));
+  DSV4H_HIP_CHECK(hipEventCreate(&joined_));
 #if defined(DSV4H_GPU_NVIDIA)
   if (!plain_gemm_requested()) {
     blas_library_ = &CublasLibrary::get("GPU forward");
@@ -183,6 +186,9 @@ GpuForward::~GpuForward() {
 #if defined(DSV4H_GPU_NVIDIA)
   if (blas_) (void)blas_library_->destroy(blas_);
 #endif
+  if (forked_) (void)hipEventDestroy(forked_);
+  if (joined_) (void)hipEventDestroy(joined_);
+  if (side_stream_) (void)hipStreamDestroy(side_stream_);
   if (stream_) (void)hipStreamDestroy(stream_);
 }
 
