@@ -132,6 +132,44 @@ def salvage_benchmarks(text):
     return {"context": ctx, "benchmarks": entries} if entries else None
 
 
+def cut_short_shards(work, components):
+    """A failed test for each gtest shard that exited non-zero without its JSON (killed at its step
+    timeout, or crashed): the test its log shows started and not finished, else the shard itself.
+    gtest writes its JSON at the end, so without this a killed shard's tests would count nowhere and
+    the record would show only the shards that finished, all passed. The shard's later tests never
+    ran; the message says so."""
+    summary = os.path.join(work, "summary.txt")
+    if not os.path.exists(summary):
+        return []
+    tests = []
+    with open(summary) as f:
+        for line in f:
+            # ci/gpu-suite's step line: NAME exit RC Ts
+            m = re.match(r"^(test_[\w.]+?)\.shard(\d+)\s+exit\s+(-?\d+)\s+(\d+)s", line)
+            if not m or m.group(3) == "0":
+                continue
+            step, binary, code = f"{m.group(1)}.shard{m.group(2)}", m.group(1), int(m.group(3))
+            if os.path.exists(os.path.join(work, "gtest", step + ".json")):
+                continue  # gtest finished: its JSON holds the verdicts
+            running = []
+            log = os.path.join(work, "logs", step + ".log")
+            if os.path.exists(log):
+                with open(log, errors="replace") as f_log:
+                    for text in f_log:
+                        started = re.match(r"^\[ RUN +\] (\S+)", text)
+                        ended = re.match(r"^\[ +(OK|FAILED) +\] (\S+)", text)
+                        if started:
+                            running.append(started.group(1))
+                        elif ended and ended.group(2) in running:
+                            running.remove(ended.group(2))
+            how = f"killed at its step timeout (exit {code})" if code in (124, 137) else f"exited {code} without its gtest JSON"
+            name = running[-1] if running else f"{step} (no test started)"
+            tests.append({"binary": binary, "name": name, "component": component_of(components, name), "status": "fail",
+                          "time": f"{m.group(4)}s",
+                          "message": f"gtest shard {step} {how} while this test ran; the shard's later tests did not run"})
+    return tests
+
+
 def collect(work):
     part = {"tests": [], "mutants": [], "perturb": [], "sanitizer": [], "benchmarks": [], "context": {}}
     listed = os.path.join(work, "components.json")  # ci/gpu-suite: what the build's dsv4h listed
@@ -150,6 +188,7 @@ def collect(work):
                 if status == "fail":
                     test.update(failure_details(t["failures"]))
                 part["tests"].append(test)
+    part["tests"] += cut_short_shards(work, components)
     # dsv4h verify, one file per component (ci/gpu-suite runs the components side by side).
     for path in sorted(glob.glob(os.path.join(work, "verify", "*.json"))):
         v = load(path)

@@ -9,7 +9,8 @@ gives a bandwidth goal the faster of its two copy floors (by the driver, by the 
 refuses parts that ran on different cards (nvidia-smi's name, or dsv4h verify's) and names them;
 the goals are the components' that collect found beside the run (components.json), else those of
 --components, and a merge with neither is refused; a record is schema 2 with its kind and phases;
-a failed gtest or verify case keeps its message and reproduction line.
+a failed gtest or verify case keeps its message and reproduction line; a gtest shard killed at its
+timeout (no JSON) is a failed test, the one its log shows running.
 
 usage: check_gpu_report.py DSV4H
 """
@@ -166,6 +167,30 @@ def main():
         check("the model's verify cases join the record's, a failure counted and its checks kept",
               verify["passed"] == 1 and verify["failed"] == 2 and len(model_cases) == 2
               and model_cases[1]["status"] == "fail" and model_cases[1]["checks"] == model_checks)
+        # A gtest shard killed at its step timeout writes no JSON: the test its log shows running is a
+        # failure, named, so that the record does not count the finished shards alone; a shard that
+        # failed with its JSON is counted from the JSON once.
+        killed_work = os.path.join(work, "killed-run")
+        os.makedirs(os.path.join(killed_work, "logs"))
+        os.makedirs(os.path.join(killed_work, "gtest"))
+        with open(os.path.join(killed_work, "summary.txt"), "w") as f:
+            f.write("test_gpu_graph.shard5                    exit 124   300s\n"
+                    "test_gpu.shard0                          exit   1    12s\n"
+                    "test_gpu_perturb.run1.shard2             exit 137    80s\n")
+        with open(os.path.join(killed_work, "logs", "test_gpu_graph.shard5.log"), "w") as f:
+            f.write("[ RUN      ] ReplayCases/ComponentGraph.Replay/a\n[       OK ] ReplayCases/ComponentGraph.Replay/a (5 ms)\n"
+                    "[ RUN      ] ReplayCases/ComponentGraph.Replay/b\n")
+        with open(os.path.join(killed_work, "gtest", "test_gpu.shard0.json"), "w") as f:
+            json.dump({"testsuites": [{"name": "S", "testsuite": [{"name": "Broken", "failures": [{"failure": "x"}]}]}]}, f)
+        killed_part = os.path.join(work, "killed-part.json")
+        subprocess.run([sys.executable, REPORT, "collect", "--work", killed_work, "--out", killed_part], check=True)
+        failed = [t for t in json.load(open(killed_part))["tests"] if t["status"] == "fail"]
+        by_name = {t["name"]: t for t in failed}
+        check("a killed gtest shard's running test is a failure naming the kill, a crashed shard's too, "
+              "and a shard with its JSON is counted once",
+              len(failed) == 3 and "S.Broken" in by_name
+              and "exit 124" in by_name.get("ReplayCases/ComponentGraph.Replay/b", {}).get("message", "")
+              and by_name.get("test_gpu_perturb.run1.shard2 (no test started)", {}).get("binary") == "test_gpu_perturb.run1")
         # A failing run's record is written, and merge exits 1 naming every failure.
         failing = os.path.join(work, "failing.json")
         with open(failing, "w") as f:
