@@ -166,7 +166,8 @@ def cut_short_shards(work, components):
             name = running[-1] if running else f"{step} (no test started)"
             tests.append({"binary": binary, "name": name, "component": component_of(components, name), "status": "fail",
                           "time": f"{m.group(4)}s",
-                          "message": f"gtest shard {step} {how} while this test ran; the shard's later tests did not run"})
+                          "message": f"gtest shard {step} {how} " + ("while this test ran" if running else "with no test running")
+                          + "; the shard's later tests did not run"})
     return tests
 
 
