@@ -144,11 +144,11 @@ def cut_short_shards(work, components):
     tests = []
     with open(summary) as f:
         for line in f:
-            # ci/gpu-suite's step line: NAME exit RC Ts
-            m = re.match(r"^(test_[\w.]+?)\.shard(\d+)\s+exit\s+(-?\d+)\s+(\d+)s", line)
-            if not m or m.group(3) == "0":
+            fields = line.split()  # ci/gpu-suite's step line: NAME exit RC Ts (its own awk reads it so)
+            shard = re.fullmatch(r"(test_[\w.]+?)\.shard\d+", fields[0]) if len(fields) == 4 else None
+            if not shard or fields[2] == "0":
                 continue
-            step, binary, code = f"{m.group(1)}.shard{m.group(2)}", m.group(1), int(m.group(3))
+            step, binary, code = fields[0], shard.group(1), int(fields[2])
             if os.path.exists(os.path.join(work, "gtest", step + ".json")):
                 continue  # gtest finished: its JSON holds the verdicts
             running = []
@@ -163,9 +163,9 @@ def cut_short_shards(work, components):
                         elif ended and ended.group(2) in running:
                             running.remove(ended.group(2))
             how = f"killed at its step timeout (exit {code})" if code in (124, 137) else f"exited {code} without its gtest JSON"
-            name = running[-1] if running else f"{step} (no test started)"
+            name = running[-1] if running else f"{step} (no test running)"
             tests.append({"binary": binary, "name": name, "component": component_of(components, name), "status": "fail",
-                          "time": f"{m.group(4)}s",
+                          "time": fields[3],
                           "message": f"gtest shard {step} {how} " + ("while this test ran" if running else "with no test running")
                           + "; the shard's later tests did not run"})
     return tests

@@ -190,7 +190,7 @@ def main():
               "and a shard with its JSON is counted once",
               len(failed) == 3 and "S.Broken" in by_name
               and "exit 124" in by_name.get("ReplayCases/ComponentGraph.Replay/b", {}).get("message", "")
-              and by_name.get("test_gpu_perturb.run1.shard2 (no test started)", {}).get("binary") == "test_gpu_perturb.run1")
+              and by_name.get("test_gpu_perturb.run1.shard2 (no test running)", {}).get("binary") == "test_gpu_perturb.run1")
         # A failing run's record is written, and merge exits 1 naming every failure.
         failing = os.path.join(work, "failing.json")
         with open(failing, "w") as f:
