@@ -44,10 +44,11 @@ class GpuBackend {
   virtual TensorMap run_over(const Component& component, const Case& c, const TensorMap&, const TensorMap&) {
     throw std::logic_error(device_name() + " cannot run " + component.name + " from given outputs (" + c.str() + ")");
   }
-  // Captures the component at every bucket that holds a batch of min_batch..max_batch, then for each of those batches pads its inputs
-  // (replay_batches.h) to the smallest bucket that holds it, replays that bucket's graph into poisoned outputs, and
-  // compares every output with the reference and with an eager launch, both run on the same padded
-  // inputs at the bucket's case. A failed capture throws, naming what broke it.
+  // Captures the component at every bucket that holds a batch of min_batch..max_batch, then for
+  // each of those batches pads its inputs (replay_batches.h) to the smallest bucket that holds it,
+  // replays that bucket's graph into poisoned outputs, and compares every output with the reference
+  // and with an eager launch, both run on the same padded inputs at the bucket's case. A failed
+  // capture throws, naming what broke it.
   virtual ReplayResult graph_replay(const Component& component, const Case& base, const ReplayOptions& options) = 0;
 };
 

@@ -174,11 +174,11 @@ struct Tile {
 };
 
 // The tiles of both GEMMs (moe_gate_up_mma.hip, moe_down_mma.hip; moe_grouping() picks by the batch):
-//   decode  16 rows x 32 columns, 2 warps, stages of 128 of K, 3 in flight (39 KB, five blocks an
-//           SM): few rows an expert, and the weights' bytes are the cost: many small blocks, each
-//           with 16 KB of weights in flight (one token: 128 blocks stream an expert's 4096 x 4096
-//           gate_up weights);
-//   prefill 64 rows x 128 columns, 4 warps of 32 x 64, 3 stages of 32 in flight (45 KB): a weight
+//   decode  16 rows x 32 columns, 2 warps, stages of 128 of K in 3 slots (39 KB, five blocks an SM),
+//           two loading while one is summed: few rows an expert, and the weights' bytes are the
+//           cost: many small blocks, each with 16 KB of weights in flight (one token: 128 blocks
+//           stream an expert's 4096 x 4096 gate_up weights);
+//   prefill 64 rows x 128 columns, 4 warps of 32 x 64, stages of 32 in 3 slots (46 KB): a weight
 //           byte serves 64 rows, 64 FLOP a byte of weights, beyond the card's ~600 FLOP/byte ratio
 //           only together with the L2 reuse of the kernels' grid order.
 using DecodeTile = Tile<16, 32, 1, 2, 3, 128>;
