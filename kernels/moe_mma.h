@@ -11,8 +11,9 @@
 // the tensor core. The weights of a tile stream once for all its rows: that is the point of
 // grouping the rows. A stage of StageK reads StageK * 2 contiguous bytes of each weight row; the
 // decode tile, whose few rows leave the weights' bytes as its whole cost, takes 128 (256 bytes a
-// row a stage): with 32 (64 bytes from each of thousands of rows at once) the Flash layer's routed
-// experts read their weights at 54% of the copy bandwidth (reports/gpu/2026-12-08-d6cdbd9-h100-flash-ab.json).
+// row a stage): with 32 (64 bytes from each of thousands of rows at once) the Flash layer's
+// routed experts read their weights at 54% of the copy bandwidth
+// (reports/gpu/2026-12-08-d6cdbd9-h100-flash-ab.json).
 //
 // Summation order, per output element and the same for every tile shape and StageK: each step of
 // 32 is summed by the tensor core from zero (two mma of k = 16, the second adding onto the first), then
