@@ -16,6 +16,7 @@
 namespace dsv4h {
 
 struct ReplayOptions {
+  int64_t min_batch = 1;  // the batch sizes replayed: min_batch..max_batch (a test's share of them)
   int64_t max_batch = 256;
   std::vector<int64_t> buckets;                   // sorted; the last must be >= max_batch
   std::function<void(int64_t batch)> on_batch;    // progress, may be empty
@@ -43,10 +44,11 @@ class GpuBackend {
   virtual TensorMap run_over(const Component& component, const Case& c, const TensorMap&, const TensorMap&) {
     throw std::logic_error(device_name() + " cannot run " + component.name + " from given outputs (" + c.str() + ")");
   }
-  // Captures the component at every bucket, then for every batch 1..max_batch pads its inputs
-  // (replay_batches.h) to the smallest bucket that holds it, replays that bucket's graph into poisoned outputs, and
-  // compares every output with the reference and with an eager launch, both run on the same padded
-  // inputs at the bucket's case. A failed capture throws, naming what broke it.
+  // Captures the component at every bucket that holds a batch of min_batch..max_batch, then for
+  // each of those batches pads its inputs (replay_batches.h) to the smallest bucket that holds it,
+  // replays that bucket's graph into poisoned outputs, and compares every output with the reference
+  // and with an eager launch, both run on the same padded inputs at the bucket's case. A failed
+  // capture throws, naming what broke it.
   virtual ReplayResult graph_replay(const Component& component, const Case& base, const ReplayOptions& options) = 0;
 };
 

@@ -19,8 +19,8 @@ namespace dsv4h {
 #if defined(DSV4H_GPU_NVIDIA)
 namespace {
 
-using DecodeTile = moe_mma::Tile<16, 32, 1, 2, 12>;
-using PrefillTile = moe_mma::Tile<64, 128, 2, 2, 3>;
+using moe_mma::DecodeTile;
+using moe_mma::PrefillTile;
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads) moe_down_mma(MoeArgs args, MoeGrouping grouping) {

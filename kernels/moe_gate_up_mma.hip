@@ -7,13 +7,8 @@
 // Grid: (grouping.max_tiles, ceil(2 inter / tile columns)), fixed by the arguments; x runs fastest,
 // so the row tiles of one expert that share a column tile run side by side and its weights come
 // from HBM once, the other tiles reading them from L2. Blocks past the grouping's last tile return.
-// Tiles (moe_grouping() picks by the batch; the sums are alike, so the results are too):
-//   decode  16 rows x 32 columns, 2 warps, 12 steps of K in flight (46 KB): few rows an expert, and
-//           the weights' bytes are the cost: many small blocks, each with 24 KB of weights in
-//           flight (one token: 128 blocks stream an expert's 4096 x 4096 gate_up weights);
-//   prefill 64 rows x 128 columns, 4 warps of 32 x 64, 3 steps in flight (45 KB): a weight byte
-//           serves 64 rows, 64 FLOP a byte of weights, beyond the card's ~600 FLOP/byte ratio
-//           only together with the L2 reuse above.
+// Tiles: moe_mma.h's decode and prefill tiles, picked by moe_grouping() by the batch (the sums are
+// alike, so the results are too).
 // NOOP writes nothing.
 #include "moe_grouping.h"
 #include "moe_mma.h"
@@ -23,8 +18,8 @@ namespace dsv4h {
 #if defined(DSV4H_GPU_NVIDIA)
 namespace {
 
-using DecodeTile = moe_mma::Tile<16, 32, 1, 2, 12>;
-using PrefillTile = moe_mma::Tile<64, 128, 2, 2, 3>;
+using moe_mma::DecodeTile;
+using moe_mma::PrefillTile;
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads) moe_gate_up_mma(MoeArgs args, MoeGrouping grouping) {

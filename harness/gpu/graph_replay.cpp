@@ -95,18 +95,23 @@ ReplayResult run_graph_replay(GpuBackend& eager, hipStream_t stream, const Compo
   if (!component.gpu) throw std::runtime_error(component.name + " has no GPU kernel in this build");
   if (options.buckets.empty() || options.buckets.back() < options.max_batch)
     throw std::invalid_argument("graph replay: the largest bucket must hold max_batch");
+  if (options.min_batch < 1 || options.min_batch > options.max_batch)
+    throw std::invalid_argument("graph replay: min_batch must be in [1, max_batch]");
+  // Only the buckets that hold a replayed batch: [first, last] of options.buckets.
+  const auto first = std::lower_bound(options.buckets.begin(), options.buckets.end(), options.min_batch);
+  const auto last = std::lower_bound(options.buckets.begin(), options.buckets.end(), options.max_batch);
   std::vector<std::unique_ptr<CapturedBucket>> captured;
-  for (int64_t b : options.buckets)
+  for (auto b = first; b <= last; ++b)
     captured.push_back(std::make_unique<CapturedBucket>(
-        component, base.with(component.batch_param, std::to_string(b)), stream));
+        component, base.with(component.batch_param, std::to_string(*b)), stream));
 
   ReplayResult result;
   constexpr size_t kFailuresKept = 5;
   std::unique_ptr<BucketBatches> batches;
-  for (int64_t n = 1; n <= options.max_batch; ++n) {
+  for (int64_t n = options.min_batch; n <= options.max_batch; ++n) {
     if (options.on_batch) options.on_batch(n);
-    const auto it = std::lower_bound(options.buckets.begin(), options.buckets.end(), n);
-    CapturedBucket& bucket = *captured[static_cast<size_t>(it - options.buckets.begin())];
+    const auto it = std::lower_bound(first, last + 1, n);
+    CapturedBucket& bucket = *captured[static_cast<size_t>(it - first)];
     if (!batches || batches->bucket() != *it) batches = std::make_unique<BucketBatches>(component, base, *it);
     ReplayBatch batch = batches->at(n);
     const TensorMap& padded = batch.padded;
