@@ -20,8 +20,8 @@
 // Decode (tokens 1..8) takes the tensor-core path too, not the scalar kernels: a path chosen by the
 // batch would make a row's bits depend on its batch (the batch-invariance relations and the graph
 // buckets' replays compare bitwise), and at decode the cost is the weights' bytes, which the decode
-// tiles stream with 16-byte cp.async copies, two stages of 128 of K in flight, where the scalar kernels load
-// 2 bytes a lane and read an expert's weights again for each of its rows. The extra work, an
+// tiles stream with 16-byte cp.async copies, seven steps of K in flight, where the scalar kernels
+// load 2 bytes a lane and read an expert's weights again for each of its rows. The extra work, an
 // mma over 16 rows where 1 or 2 are real, costs tensor-core time the memory-bound step leaves idle.
 #pragma once
 

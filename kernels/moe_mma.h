@@ -5,18 +5,14 @@
 // row's activation), W is the expert's [N, K] weights: both K-contiguous, so both enter the tensor
 // core through plain ldmatrix (A row-major, W as the column-major B).
 //
-// Pipeline: K in stages of StageK (a multiple of kStepK = 32); each stage's A rows and W rows are
-// copied to shared memory with cp.async (16 bytes a copy; a row past the tile's rows or a chunk
-// past K is zero-filled, a product 0 that leaves every sum as it is) `Stages` - 1 stages ahead of
-// the tensor core. The weights of a tile stream once for all its rows: that is the point of
-// grouping the rows. A stage of StageK reads StageK * 2 contiguous bytes of each weight row; the
-// decode tile, whose few rows leave the weights' bytes as its whole cost, takes 128 (256 bytes a
-// row a stage): with 32 (64 bytes from each of thousands of rows at once) the Flash layer's
-// routed experts read their weights at 54% of the copy bandwidth
-// (reports/gpu/2026-12-08-d6cdbd9-h100-flash-ab.json).
+// Pipeline: K in steps of kStepK = 32; each step's A rows and W rows are copied to shared memory
+// with cp.async (16 bytes a copy; a row past the tile's rows or a chunk past K is zero-filled, a
+// product 0 that leaves every sum as it is) into `Stages` slots, Stages - 1 steps ahead of the
+// tensor core. The weights of a tile stream once for all its rows: that is the point of grouping
+// the rows.
 //
-// Summation order, per output element and the same for every tile shape and StageK: each step of
-// 32 is summed by the tensor core from zero (two mma of k = 16, the second adding onto the first), then
+// Summation order, per output element and the same for every tile shape: each step of 32 is
+// summed by the tensor core from zero (two mma of k = 16, the second adding onto the first), then
 // added to the element's running fp32 sum with one IEEE add (round to nearest), in K order. So an
 // element's value depends on its row of A, its row of W and K only, not on the other rows of its
 // tile, the tile's size or the batch: batch invariance holds bitwise, and tile_rows may follow the
@@ -39,6 +35,7 @@ namespace dsv4h {
 namespace moe_mma {
 
 constexpr int kStepK = 32;
+constexpr int kStride = kStepK + 8;  // bf16 a shared row: 80 bytes, so ldmatrix's 8 rows hit distinct banks
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -75,17 +72,12 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
 
 // A block of WarpsM x WarpsN warps computing a Rows x Cols tile; warp (wm, wn) owns rows
 // [wm Rows / WarpsM, ...) and columns [wn Cols / WarpsN, ...): Mi x Ni fragments of 16 x 8.
-template <int Rows, int Cols, int WarpsM, int WarpsN, int Stages, int StageK = kStepK>
+template <int Rows, int Cols, int WarpsM, int WarpsN, int Stages>
 struct Tile {
   static constexpr int kRows = Rows, kCols = Cols, kStages = Stages;
   static constexpr int kThreads = WarpsM * WarpsN * 32;
   static constexpr int kMi = Rows / WarpsM / 16, kNi = Cols / WarpsN / 8;
-  static constexpr int kSteps = StageK / kStepK, kVectors = StageK / 8;  // a stage's steps, its 16-byte copies a row
-  // A shared row: StageK bf16 and 16 bytes, an odd multiple of 16 bytes, so that ldmatrix's 8 rows
-  // hit distinct banks.
-  static constexpr int kStride = StageK + 8;
   static_assert(kMi >= 1 && kNi >= 2 && kNi % 2 == 0, "a warp takes 16-row fragments, 8-column pairs");
-  static_assert(StageK % kStepK == 0, "a stage holds whole steps");
 
   struct alignas(16) Shared {  // cp.async and ldmatrix take 16-byte aligned rows
     uint16_t a[Stages][Rows][kStride];
@@ -105,12 +97,11 @@ struct Tile {
       for (int j = 0; j < kNi; ++j)
         for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
     const int steps = static_cast<int>((k + kStepK - 1) / kStepK);
-    const int stages = (steps + kSteps - 1) / kSteps;
-    const auto load = [&](int stage) {
-      const int slot = stage % Stages;
-      const int64_t k0 = int64_t{stage} * StageK;
-      for (int c = threadIdx.x; c < (Rows + Cols) * kVectors; c += kThreads) {
-        const int r = c / kVectors, q = c % kVectors;
+    const auto load = [&](int step) {
+      const int slot = step % Stages;
+      const int64_t k0 = int64_t{step} * kStepK;
+      for (int c = threadIdx.x; c < (Rows + Cols) * 4; c += kThreads) {
+        const int r = c / 4, q = c % 4;
         const int64_t kk = k0 + q * 8;
         if (r < Rows) {
           const uint16_t* src = sh.a_rows[r];
@@ -124,41 +115,39 @@ struct Tile {
       }
     };
     for (int s = 0; s < Stages - 1; ++s) {
-      if (s < stages) load(s);
+      if (s < steps) load(s);
       copy_async_commit();
     }
     const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
     const int row0 = warp / WarpsN * (Rows / WarpsM), col0 = warp % WarpsN * (Cols / WarpsN);
-    for (int stage = 0; stage < stages; ++stage) {
+    for (int step = 0; step < steps; ++step) {
       copy_async_wait<Stages - 2>();
-      sync_block();  // stage's data is in; every warp is done with the slot the next load refills
-      if (stage + Stages - 1 < stages) load(stage + Stages - 1);
+      sync_block();  // step's data is in; every warp is done with the slot the next load refills
+      if (step + Stages - 1 < steps) load(step + Stages - 1);
       copy_async_commit();
-      const int slot = stage % Stages;
-      for (int s = 0; s < kSteps && stage * kSteps + s < steps; ++s) {
-        float part[kMi][kNi][4];
+      const int slot = step % Stages;
+      float part[kMi][kNi][4];
+      for (int i = 0; i < kMi; ++i)
+        for (int j = 0; j < kNi; ++j)
+          for (int q = 0; q < 4; ++q) part[i][j][q] = 0.f;
+      for (int ks = 0; ks < kStepK; ks += 16) {
+        uint32_t a[kMi][4], b[kNi][2];
         for (int i = 0; i < kMi; ++i)
-          for (int j = 0; j < kNi; ++j)
-            for (int q = 0; q < 4; ++q) part[i][j][q] = 0.f;
-        for (int ks = s * kStepK; ks < (s + 1) * kStepK; ks += 16) {
-          uint32_t a[kMi][4], b[kNi][2];
-          for (int i = 0; i < kMi; ++i)
-            load_matrix_x4(a[i], &sh.a[slot][row0 + i * 16 + lane % 16][ks + lane / 16 * 8]);
-          for (int j = 0; j < kNi; j += 2) {
-            uint32_t r[4];
-            load_matrix_x4(r, &sh.w[slot][col0 + j * 8 + lane / 16 * 8 + lane % 8][ks + lane / 8 % 2 * 8]);
-            b[j][0] = r[0];
-            b[j][1] = r[1];
-            b[j + 1][0] = r[2];
-            b[j + 1][1] = r[3];
-          }
-          for (int i = 0; i < kMi; ++i)
-            for (int j = 0; j < kNi; ++j) mma_bf16(part[i][j], a[i], b[j][0], b[j][1]);
+          load_matrix_x4(a[i], &sh.a[slot][row0 + i * 16 + lane % 16][ks + lane / 16 * 8]);
+        for (int j = 0; j < kNi; j += 2) {
+          uint32_t r[4];
+          load_matrix_x4(r, &sh.w[slot][col0 + j * 8 + lane / 16 * 8 + lane % 8][ks + lane / 8 % 2 * 8]);
+          b[j][0] = r[0];
+          b[j][1] = r[1];
+          b[j + 1][0] = r[2];
+          b[j + 1][1] = r[3];
         }
         for (int i = 0; i < kMi; ++i)
-          for (int j = 0; j < kNi; ++j)
-            for (int q = 0; q < 4; ++q) acc[i][j][q] = __fadd_rn(acc[i][j][q], part[i][j][q]);
+          for (int j = 0; j < kNi; ++j) mma_bf16(part[i][j], a[i], b[j][0], b[j][1]);
       }
+      for (int i = 0; i < kMi; ++i)
+        for (int j = 0; j < kNi; ++j)
+          for (int q = 0; q < 4; ++q) acc[i][j][q] = __fadd_rn(acc[i][j][q], part[i][j][q]);
     }
     copy_async_wait<0>();
   }
@@ -175,14 +164,17 @@ struct Tile {
 };
 
 // The tiles of both GEMMs (moe_gate_up_mma.hip, moe_down_mma.hip; moe_grouping() picks by the batch):
-//   decode  16 rows x 32 columns, 2 warps, stages of 128 of K in 3 slots (39 KB, five blocks an SM),
-//           two loading while one is summed: few rows an expert, and the weights' bytes are the
-//           cost: many small blocks, each with 16 KB of weights in flight (one token: 128 blocks
-//           stream an expert's 4096 x 4096 gate_up weights);
-//   prefill 64 rows x 128 columns, 4 warps of 32 x 64, stages of 32 in 3 slots (46 KB): a weight
-//           byte serves 64 rows, 64 FLOP a byte of weights, beyond the card's ~600 FLOP/byte ratio
-//           only together with the L2 reuse of the kernels' grid order.
-using DecodeTile = Tile<16, 32, 1, 2, 3, 128>;
+//   decode  16 rows x 32 columns, 2 warps, 8 slots (31 KB, seven blocks an SM): few rows an
+//           expert, and the weights' bytes are the cost: many small blocks, each with 14 KB of
+//           weights in flight. One token streams 6 experts' weights in 768 blocks (Flash: 128
+//           column tiles of an expert's 4096 x 4096 gate_up weights), one wave at seven blocks an
+//           SM; with 12 slots (46 KB, four an SM: 1.45 waves) the routed experts of the Flash
+//           layer read their weights at 54% of the copy bandwidth at bs 1, and at 72% at bs 64
+//           (187 experts, many waves; reports/gpu/2026-12-08-d6cdbd9-h100-flash-ab.json).
+//   prefill 64 rows x 128 columns, 4 warps of 32 x 64, 3 slots (45 KB): a weight byte serves 64
+//           rows, 64 FLOP a byte of weights, beyond the card's ~600 FLOP/byte ratio only together
+//           with the L2 reuse of the kernels' grid order.
+using DecodeTile = Tile<16, 32, 1, 2, 8>;
 using PrefillTile = Tile<64, 128, 2, 2, 3>;
 
 // The row tile `tile` of the grouping: its group (binary search over tile_offsets[0..groups]) and
