@@ -5,9 +5,15 @@
 //   (kernels/moe_combine.hip), applied there once.
 //
 // Design: one block per token (grid-stride over tokens). The threads compute the scores into
-// shared memory, then k rounds of a block-wide argmax over score + bias (ties to the lower id, as
-// the reference's sort) pick the experts in descending order, each taken out of the next rounds.
-// One thread then normalises the k weights.
+// shared memory and keep score + bias of their own experts (e = thread, thread + 256, ...) in
+// registers; then k rounds of a block-wide argmax over score + bias (ties to the lower id, as the
+// reference's sort) pick the experts in descending order, each taken out of the next rounds by
+// the thread that holds it. A round is each thread's best, each warp's by a shuffle butterfly, and
+// the warps' through shared memory, read by every thread alike: one barrier a round, where a tree
+// over the block's threads in shared memory took nine (the Flash decode step's routing node, one
+// token: 7.9 us on an H100, reports/gpu/2026-12-08-d6cdbd9-h100-flash-ab.json's per-node table).
+// The argmax of a total order is one element however it is reduced, so the picks are those of the
+// tree. One thread then normalises the k weights.
 //
 // Mutants, compiled in only when the build defines one of them; the suite must catch each:
 // DSV4H_MUTANT_BIAS_IN_WEIGHTS (weights from score + bias), DSV4H_MUTANT_ROUTING_ROUTE_SCALE_TWICE
@@ -21,72 +27,94 @@ namespace dsv4h {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kMaxWarps = kThreads / 32;                                  // 64-lane wavefronts: half of them
+constexpr int kExpertsPerThread = kMoeRoutingMaxExperts / kThreads;     // a thread's experts, at most
 
 __device__ __forceinline__ double sqrt_softplus(double l) { return sqrt(l > 30.0 ? l : log1p(exp(l))); }
 
 // Whether (value a, id ia) ranks before (value b, id ib).
 __device__ __forceinline__ bool ranks_before(double a, int ia, double b, int ib) { return a > b || (a == b && ia < ib); }
 
+template <typename T>
+__device__ __forceinline__ T shuffle_xor(T value, int mask) {
+#if defined(DSV4H_GPU_NVIDIA)
+  return __shfl_xor_sync(0xffffffffu, value, mask);
+#else
+  return __shfl_xor(value, mask);
+#endif
+}
+
+// The best (value, id) of the warp's lanes, in every lane (every lane must call it).
+__device__ __forceinline__ void warp_best(double& value, int& id) {
+  for (int mask = warpSize / 2; mask > 0; mask /= 2) {
+    const double other = shuffle_xor(value, mask);
+    const int other_id = shuffle_xor(id, mask);
+    if (ranks_before(other, other_id, value, id)) value = other, id = other_id;
+  }
+}
+
 __global__ void __launch_bounds__(kThreads) moe_routing_kernel(MoeRoutingArgs args) {
   schedule_point();
 #if defined(DSV4H_MUTANT_NOOP)
   if (args.tokens >= 0) return;
 #endif
-  __shared__ double score[kMoeRoutingMaxExperts], biased[kMoeRoutingMaxExperts];
-  __shared__ double best_value[kThreads];
-  __shared__ int best_id[kThreads];
+  __shared__ double score[kMoeRoutingMaxExperts];
+  __shared__ double warp_value[2][kMaxWarps];  // by round parity: a round writes one while the last may still be read
+  __shared__ int warp_id[2][kMaxWarps];
   __shared__ int chosen[kMoeRoutingMaxTopk];
   const int experts = static_cast<int>(args.experts), topk = static_cast<int>(args.topk);
+  const int tid = static_cast<int>(threadIdx.x), warps = kThreads / warpSize, warp = tid / warpSize;
   for (int64_t t = blockIdx.x; t < args.tokens; t += gridDim.x) {
-    for (int e = threadIdx.x; e < experts; e += kThreads) {
-      score[e] = sqrt_softplus(args.logits[t * experts + e]);
-      biased[e] = args.hash ? 0.0 : score[e] + static_cast<double>(args.bias[e]);
+    double biased[kExpertsPerThread];  // score + bias of experts tid + j kThreads, -inf once chosen
+#pragma unroll
+    for (int j = 0; j < kExpertsPerThread; ++j) {
+      const int e = tid + j * kThreads;
+      biased[j] = -INFINITY;
+      if (e < experts) {
+        score[e] = sqrt_softplus(args.logits[t * experts + e]);
+        if (!args.hash) biased[j] = score[e] + static_cast<double>(args.bias[e]);
+      }
     }
-    sync_block();
     if (args.hash) {
-      if (static_cast<int>(threadIdx.x) < topk)
-        chosen[threadIdx.x] = args.tid2eid[static_cast<int64_t>(args.token_ids[t]) * topk + threadIdx.x];
+      if (tid < topk) chosen[tid] = args.tid2eid[static_cast<int64_t>(args.token_ids[t]) * topk + tid];
     } else {
       for (int k = 0; k < topk; ++k) {
         double v = -INFINITY;
         int id = experts;
-        for (int e = threadIdx.x; e < experts; e += kThreads)
-          if (biased[e] != -INFINITY && ranks_before(biased[e], e, v, id)) v = biased[e], id = e;
-        best_value[threadIdx.x] = v;
-        best_id[threadIdx.x] = id;
-        sync_block();
-        for (int half = kThreads / 2; half > 0; half /= 2) {
-          if (static_cast<int>(threadIdx.x) < half &&
-              ranks_before(best_value[threadIdx.x + half], best_id[threadIdx.x + half], best_value[threadIdx.x],
-                           best_id[threadIdx.x])) {
-            best_value[threadIdx.x] = best_value[threadIdx.x + half];
-            best_id[threadIdx.x] = best_id[threadIdx.x + half];
-          }
-          sync_block();
+#pragma unroll
+        for (int j = 0; j < kExpertsPerThread; ++j) {
+          const int e = tid + j * kThreads;
+          if (biased[j] != -INFINITY && ranks_before(biased[j], e, v, id)) v = biased[j], id = e;
         }
-        if (threadIdx.x == 0) {
-          chosen[k] = best_id[0];
-          biased[best_id[0]] = -INFINITY;  // out of the next rounds
-        }
+        warp_best(v, id);
+        if (tid % warpSize == 0) warp_value[k % 2][warp] = v, warp_id[k % 2][warp] = id;
         sync_block();
+        v = warp_value[k % 2][0], id = warp_id[k % 2][0];
+        for (int w = 1; w < warps; ++w)
+          if (ranks_before(warp_value[k % 2][w], warp_id[k % 2][w], v, id)) v = warp_value[k % 2][w], id = warp_id[k % 2][w];
+        if (tid == 0) chosen[k] = id;
+#pragma unroll
+        for (int j = 0; j < kExpertsPerThread; ++j)
+          if (id == tid + j * kThreads) biased[j] = -INFINITY;  // out of the next rounds
       }
     }
-    sync_block();
+    sync_block();  // score and chosen are complete
     if (threadIdx.x == 0) {
-      double weight[kMoeRoutingMaxTopk], total = 0.0;
-      for (int k = 0; k < topk; ++k) {
+      // Read twice rather than kept in an array a thread indexes at run time (local memory).
+      const auto weight = [&](int k) {
 #if defined(DSV4H_MUTANT_BIAS_IN_WEIGHTS)
-        weight[k] = score[chosen[k]] + (args.hash ? 0.0 : static_cast<double>(args.bias[chosen[k]]));
+        return score[chosen[k]] + (args.hash ? 0.0 : static_cast<double>(args.bias[chosen[k]]));
 #else
-        weight[k] = score[chosen[k]];
+        return score[chosen[k]];
 #endif
-        total += weight[k];
-      }
+      };
+      double total = 0.0;
+      for (int k = 0; k < topk; ++k) total += weight(k);
       for (int k = 0; k < topk; ++k) {
 #if defined(DSV4H_MUTANT_ROUTING_ROUTE_SCALE_TWICE)
-        const double w = weight[k] / total * args.route_scale;
+        const double w = weight(k) / total * args.route_scale;
 #else
-        const double w = weight[k] / total;
+        const double w = weight(k) / total;
 #endif
         args.topk_ids[t * topk + k] = chosen[k];
         args.topk_weights[t * topk + k] = static_cast<float>(w);
