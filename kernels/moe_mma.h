@@ -170,8 +170,8 @@ struct Tile {
 //           column tiles of an expert's 4096 x 4096 gate_up weights), one wave at seven blocks an
 //           SM; with 12 slots (46 KB, four an SM: 1.45 waves) the routed experts of the Flash
 //           layer read their weights at 54% of the copy bandwidth at bs 1, and at 72% at bs 64
-//           (187 experts, many waves; reports/gpu/2026-12-08-d6cdbd9-h100-flash-ab.json).
-//   prefill 64 rows x 128 columns, 4 warps of 32 x 64, 3 slots (45 KB): a weight byte serves 64
+//           (187 experts, many waves; reports/gpu/2026-12-08-d6cdbd9-h100-flash-ab.json's note).
+//   prefill 64 rows x 128 columns, 4 warps of 32 x 64, 3 slots (46 KB): a weight byte serves 64
 //           rows, 64 FLOP a byte of weights, beyond the card's ~600 FLOP/byte ratio only together
 //           with the L2 reuse of the kernels' grid order.
 using DecodeTile = Tile<16, 32, 1, 2, 8>;

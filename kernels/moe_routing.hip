@@ -10,7 +10,7 @@
 // reference's sort) pick the experts in descending order, each taken out of the next rounds by
 // the thread that holds it. A round is each thread's best, each warp's by a shuffle butterfly, and
 // the warps' through shared memory, read by every thread alike: one barrier a round, where a tree
-// over the block's threads in shared memory took nine (the Flash decode step's routing node, one
+// over the block's threads in shared memory took ten (the Flash decode step's routing node, one
 // token: 7.9 us on an H100, reports/gpu/2026-12-08-d6cdbd9-h100-flash-ab.json's per-node table).
 // The argmax of a total order is one element however it is reduced, so the picks are those of the
 // tree. One thread then normalises the k weights.
@@ -29,6 +29,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxWarps = kThreads / 32;                                  // 64-lane wavefronts: half of them
 constexpr int kExpertsPerThread = kMoeRoutingMaxExperts / kThreads;     // a thread's experts, at most
+static_assert(kMoeRoutingMaxExperts % kThreads == 0, "every expert has a thread");
 
 __device__ __forceinline__ double sqrt_softplus(double l) { return sqrt(l > 30.0 ? l : log1p(exp(l))); }
 
@@ -65,7 +66,7 @@ __global__ void __launch_bounds__(kThreads) moe_routing_kernel(MoeRoutingArgs ar
   const int experts = static_cast<int>(args.experts), topk = static_cast<int>(args.topk);
   const int tid = static_cast<int>(threadIdx.x), warps = kThreads / warpSize, warp = tid / warpSize;
   for (int64_t t = blockIdx.x; t < args.tokens; t += gridDim.x) {
-    double biased[kExpertsPerThread];  // score + bias of experts tid + j kThreads, -inf once chosen
+    double biased[kExpertsPerThread];  // score + bias of experts tid + j kThreads; -inf: chosen, past experts, or hash
 #pragma unroll
     for (int j = 0; j < kExpertsPerThread; ++j) {
       const int e = tid + j * kThreads;

@@ -311,8 +311,8 @@ Component moe_component() {
       "moe(tokens=129,hidden=200,inter=40,experts=16,topk=6,ranks=2,rank=1,route_scale=2.5,padded=0.3)",
       "moe(tokens=67,hidden=33,inter=7,experts=32,topk=6,ranks=8,rank=5)",
       "moe(tokens=300,hidden=512,inter=256,experts=16,topk=6,ranks=4,rank=3,padded=0.05)",
-      // The decode tiles' steps of K (moe_mma.h) past their 8 slots and ending part-full: K = 456
-      // is 15 steps of 32, the last 8 wide; K = 136, 5 steps.
+      // The decode tiles' steps of K (moe_mma.h) past their 8 slots and ending part-full: GEMM1's
+      // K = 456 is 15 steps of 32, the last 8 wide (GEMM2's K = 136: 5 steps, the last 8 wide).
       "moe(tokens=40,hidden=456,inter=136,experts=8,topk=6,ranks=1,rank=0)",
       // The tensor-core GEMMs' prefill tiles (64 rows x 128 columns, moe_grouping.h: 128 rows or
       // more a local expert) off every edge: K (hidden, inter) not a multiple of the 32-wide steps,
